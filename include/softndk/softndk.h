@@ -1,0 +1,59 @@
+/* softndk — adapter open/close and configuration: the user-mode stand-in for the NDIS open/close handlers
+ * (AMB-12). Includes the NDKPI and the wdm.h memory manager. */
+#ifndef SOFTNDK_SOFTNDK_H
+#define SOFTNDK_SOFTNDK_H
+
+#include <softndk/ndkpi.h>
+#include <softndk/wdm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 1
+
+typedef enum _SOFTNDK_COMPLETION_MODE {
+    SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
+    SOFTNDK_COMPLETION_PEND = 1,   /* return STATUS_PENDING, complete from a provider thread */
+    SOFTNDK_COMPLETION_RANDOM = 2  /* a seeded mix of the two */
+} SOFTNDK_COMPLETION_MODE;
+
+/* Make calls of one named provider function fail (e.g. FunctionName = "NdkRegisterMr").
+ * NthCall > 0: only the Nth call (1-based) fails; NthCall = 0: each call fails with Probability (seeded). */
+typedef struct _SOFTNDK_FAULT_RULE {
+    const char* FunctionName;
+    ULONG NthCall;
+    double Probability;
+    ULONG Seed;
+    BOOLEAN Asynchronous; /* TRUE: return STATUS_PENDING, then complete with Status */
+    NTSTATUS Status;
+} SOFTNDK_FAULT_RULE;
+
+#define SOFTNDK_MAX_FAULT_RULES 8
+#define SOFTNDK_MAX_LOCAL_ADDRESSES 8
+
+typedef struct _SOFTNDK_ADAPTER_CONFIG {
+    ULONG Size;                   /* sizeof(SOFTNDK_ADAPTER_CONFIG) */
+    ULONG Version;                /* SOFTNDK_ADAPTER_CONFIG_VERSION */
+    NDK_VERSION RequestedVersion; /* AI-08 negotiation; default 1.2 */
+    ULONG CompletionMode;         /* a SOFTNDK_COMPLETION_MODE */
+    ULONG RandomSeed;             /* SOFTNDK_COMPLETION_RANDOM; also seeds token randomisation when non-zero */
+    ULONG FaultRuleCount;
+    SOFTNDK_FAULT_RULE FaultRules[SOFTNDK_MAX_FAULT_RULES];
+    NDK_ADAPTER_INFO Limits; /* what NdkQueryAdapterInfo advertises and the adapter enforces */
+    ULONG LocalAddressCount;
+    SOCKADDR_INET LocalAddresses[SOFTNDK_MAX_LOCAL_ADDRESSES];
+} SOFTNDK_ADAPTER_CONFIG;
+
+/* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1. */
+SOFTNDK_API VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config);
+/* Config NULL = defaults. Fails with NDIS_STATUS_BAD_VERSION (AI-08), STATUS_INVALID_PARAMETER for a bad
+ * config, STATUS_NOT_SUPPORTED for an adapter flag the provider cannot honour. */
+SOFTNDK_API NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK_ADAPTER** ppNdkAdapter);
+/* Blocking (LIFE-15): returns once every object of the adapter is closed and every callback has returned. */
+SOFTNDK_API NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SOFTNDK_SOFTNDK_H */

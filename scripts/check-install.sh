@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs softndk to a temporary prefix, then builds consumers the two documented ways:
+# pkg-config with gcc -std=c11 -Wall -Wextra -Werror, and find_package(softndk CONFIG) -> softndk::softndk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=$(mktemp -d)
+work=$(mktemp -d)
+trap 'rm -rf "$prefix" "$work"' EXIT
+cmake --preset release >/dev/null
+cmake --build --preset release
+cmake --install build/release --prefix "$prefix" >/dev/null
+libdir=$(dirname "$(find "$prefix" -name softndk.pc -print -quit)")/..
+libdir=$(cd "$libdir" && pwd)
+
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+gcc -std=c11 -Wall -Wextra -Werror tests/c_abi/c_consumer.c -o "$work/pc_consumer" $(pkg-config --cflags --libs softndk)
+LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
+
+cmake -S tests/install -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cmake" >/dev/null
+LD_LIBRARY_PATH="$libdir" "$work/cmake/find_package_consumer"
+echo "install check: pkg-config and find_package consumers built and ran"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds and runs every test: ASan+UBSan (all tests), TSan (concurrency tests), the install check and the
+# formatting check. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== format"
+git ls-files '*.c' '*.h' '*.cpp' '*.hpp' | xargs clang-format --dry-run -Werror
+
+echo "== ASan + UBSan: every test"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"
+
+echo "== TSan: concurrency tests"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$jobs" --target concurrency_tests
+ctest --preset tsan -j "$jobs"
+
+echo "== install: headers, library, CMake package, pkg-config"
+scripts/check-install.sh

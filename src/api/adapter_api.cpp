@@ -1,0 +1,224 @@
+// NDK_ADAPTER_DISPATCH and the adapter open/close entry points (AMB-12).
+#include <new>
+
+#include "api/adapter_config.h"
+#include "api/async_request.h"
+#include "mem/mdl_chain.h"
+
+namespace softndk::api {
+namespace {
+
+using engine::ProviderFunction;
+
+NTSTATUS Invalid(const char* why) {
+    SetLastErrorText("%s", why);
+    return STATUS_INVALID_PARAMETER;
+}
+
+// ---- adapter lifetime: the adapter is destroyed by SoftNdkCloseAdapter, not by its last release ----
+void AdapterReleased(void* object) {
+    auto* adapter = static_cast<AdapterObject*>(object);
+    std::lock_guard lock(adapter->closed_mutex);
+    adapter->released = true;
+    adapter->closed_cv.notify_all();
+}
+constexpr Lifetime::Ops kAdapterOps{nullptr, &AdapterReleased};
+
+// ---- PD ----
+bool PdTeardown(void* object) {
+    auto* pd = static_cast<PdObject*>(object);
+    // No child is left, so no work holds the privileged token.
+    if (pd->privileged_slot != 0 && pd->adapter->tokens.Retire(pd->privileged_slot, nullptr, nullptr))
+        pd->adapter->tokens.Free(pd->privileged_slot);
+    return true;
+}
+void PdDestroy(void* object) {
+    auto* pd = static_cast<PdObject*>(object);
+    pd->magic = 0;
+    delete pd;
+}
+constexpr Lifetime::Ops kPdOps{&PdTeardown, &PdDestroy};
+
+NTSTATUS MakePd(AdapterObject* adapter, NDK_OBJECT_HEADER** out) {
+    auto* pd = new (std::nothrow) PdObject(adapter, kPdOps);
+    if (pd == nullptr) return STATUS_INSUFFICIENT_RESOURCES;
+    // LAM-14/15/17: the privileged token reads and writes LAM pages locally, never remotely.
+    pd->privileged_target.kind = mem::TargetKind::kPrivileged;
+    pd->privileged_target.owner = pd;
+    pd->privileged_target.rights = mem::kRightLocalRead | mem::kRightLocalWrite;
+    if (adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED)
+        pd->privileged_target.rights |= mem::kRightReadSink;
+    pd->privileged_target.logical = &adapter->logical;
+    NTSTATUS status = adapter->tokens.Reserve(&pd->privileged_slot);
+    if (!NT_SUCCESS(status)) {
+        pd->privileged_slot = 0;
+        pd->lifetime.Close(nullptr, nullptr);
+        return status;
+    }
+    pd->privileged_tokens = adapter->tokens.Publish(pd->privileged_slot, &pd->privileged_target);
+    InitializeHandle(pd->ndk, NdkObjectTypePd, adapter->info.Version, &kPdDispatch);
+    *out = &pd->ndk.Header;
+    return STATUS_SUCCESS;
+}
+
+// ---- dispatch functions ----
+NTSTATUS QueryAdapterInfo(NDK_ADAPTER* handle, NDK_ADAPTER_INFO* info, ULONG* size) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    if (adapter == nullptr || size == nullptr) return Invalid("NdkQueryAdapterInfo: NULL adapter or pBufferSize");
+    engine::FaultDecision fault = adapter->faults.Check(ProviderFunction::NdkQueryAdapterInfo);
+    if (fault.kind != engine::FaultDecision::Kind::kNone) return fault.status;
+    if (*size < sizeof(NDK_ADAPTER_INFO)) {  // AI-01
+        *size = sizeof(NDK_ADAPTER_INFO);
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    if (info == nullptr) return Invalid("NdkQueryAdapterInfo: NULL pInfo");
+    *info = adapter->info;
+    *size = sizeof(NDK_ADAPTER_INFO);
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS CreatePd(NDK_ADAPTER* handle, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_PD** out) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    if (adapter == nullptr || completion == nullptr || out == nullptr)
+        return Invalid("NdkCreatePd: NULL adapter, CreateCompletion or ppNdkPd");
+    return RunCreate(*adapter, ProviderFunction::NdkCreatePd, adapter->lifetime, completion, context, out,
+                     [adapter](NDK_OBJECT_HEADER** header) { return MakePd(adapter, header); });
+}
+
+// Not built yet (issue 3: CQ, connection management). Say so instead of pretending.
+NTSTATUS NotYet(const char* what) {
+    SetLastErrorText("%s is not implemented yet in softndk (data path / connection management)", what);
+    return STATUS_NOT_SUPPORTED;
+}
+NTSTATUS CreateCq(NDK_ADAPTER*, ULONG, NDK_FN_CQ_NOTIFICATION_CALLBACK, PVOID, GROUP_AFFINITY*,
+                  NDK_FN_CREATE_COMPLETION, PVOID, NDK_CQ**) {
+    return NotYet("NdkCreateCq");
+}
+NTSTATUS CreateSharedEndpoint(NDK_ADAPTER*, const PSOCKADDR, ULONG, NDK_FN_CREATE_COMPLETION, PVOID,
+                              NDK_SHARED_ENDPOINT**) {
+    return NotYet("NdkCreateSharedEndpoint");
+}
+NTSTATUS CreateConnector(NDK_ADAPTER*, NDK_FN_CREATE_COMPLETION, PVOID, NDK_CONNECTOR**) {
+    return NotYet("NdkCreateConnector");
+}
+NTSTATUS CreateListener(NDK_ADAPTER*, NDK_FN_CONNECT_EVENT_CALLBACK, PVOID, NDK_FN_CREATE_COMPLETION, PVOID,
+                        NDK_LISTENER**) {
+    return NotYet("NdkCreateListener");
+}
+
+// LAM-01 … LAM-11. The LAM's AdapterContext is the mapping record.
+NTSTATUS BuildLam(NDK_ADAPTER* handle, MDL* mdl, SIZE_T length, NDK_FN_REQUEST_COMPLETION completion, PVOID context,
+                  NDK_LOGICAL_ADDRESS_MAPPING* lam, ULONG* lam_size, ULONG* fbo) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    if (adapter == nullptr || mdl == nullptr || completion == nullptr || lam_size == nullptr || fbo == nullptr)
+        return Invalid("NdkBuildLam: NULL adapter, Mdl, RequestCompletion (AMB-21), pLAMSize or pFBO");
+    if (length == 0) return Invalid("NdkBuildLam: Length is 0");
+    if (length > adapter->info.MaxRegistrationSize) return Invalid("NdkBuildLam: Length exceeds MaxRegistrationSize");
+    const ULONG pages = ADDRESS_AND_SIZE_TO_SPAN_PAGES(MmGetMdlVirtualAddress(mdl), length);
+    const ULONG needed = NDK_LAM_SIZE(pages);
+    if (*lam_size < needed || lam == nullptr) {  // LAM-06, checked before any mapping is built
+        *lam_size = needed;
+        return STATUS_BUFFER_TOO_SMALL;
+    }
+    return RunRequest(*adapter, ProviderFunction::NdkBuildLam, adapter->lifetime, completion, context,
+                      [adapter, mdl, length, lam, lam_size, fbo](const Finish&) -> NTSTATUS {
+                          std::vector<uint8_t*> host_pages;
+                          mem::ResolvedChain chain;
+                          NTSTATUS status = mem::ResolveMdlChain(mdl, length, host_pages, chain);
+                          if (!NT_SUCCESS(status)) return status;
+                          mem::LogicalAddressSpace::Mapping* mapping = nullptr;
+                          status = adapter->logical.Map(host_pages.data(), host_pages.size(), &mapping);
+                          if (!NT_SUCCESS(status)) return status;  // LAM-08: Map leaves nothing behind
+                          lam->AdapterContext = mapping;
+                          lam->AdapterPageCount = mapping->page_count;
+                          for (uint32_t i = 0; i < mapping->page_count; ++i)
+                              lam->AdapterPageArray[i].QuadPart =
+                                  static_cast<LONGLONG>(mem::LogicalAddressSpace::LogicalAddress(*mapping, i));
+                          *lam_size = NDK_LAM_SIZE(mapping->page_count);
+                          *fbo = chain.first_byte_offset;
+                          return STATUS_SUCCESS;
+                      });
+}
+
+VOID ReleaseLam(NDK_ADAPTER* handle, NDK_LOGICAL_ADDRESS_MAPPING* lam) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    if (adapter == nullptr || lam == nullptr) {
+        SetLastErrorText("NdkReleaseLam: NULL adapter or LAM");
+        return;
+    }
+    auto* mapping = static_cast<mem::LogicalAddressSpace::Mapping*>(lam->AdapterContext);
+    if (!adapter->logical.Unmap(mapping)) {
+        SetLastErrorText("NdkReleaseLam: not a live LAM of this adapter (AdapterContext modified? LAM-10)");
+        return;
+    }
+    lam->AdapterContext = nullptr;  // LAM-11: the MDL is untouched
+}
+
+}  // namespace
+
+NTSTATUS QueryExtensionInterface(NDK_OBJECT_HEADER* object, GUID* id, NDK_VERSION, NDK_EXTENSION_INTERFACE* out) {
+    if (object == nullptr || id == nullptr || out == nullptr)
+        return Invalid("NdkQueryExtensionInterface: NULL object, interface id or output");
+    SetLastErrorText("NdkQueryExtensionInterface: no extension interfaces are defined (AI-11)");
+    return STATUS_NOT_SUPPORTED;
+}
+
+const NDK_ADAPTER_DISPATCH kAdapterDispatch = {
+    &QueryExtensionInterface, &QueryAdapterInfo, &CreateCq, &CreatePd,   &CreateSharedEndpoint,
+    &CreateConnector,         &CreateListener,   &BuildLam, &ReleaseLam,
+};
+
+}  // namespace softndk::api
+
+using softndk::api::AdapterObject;
+
+extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK_ADAPTER** ppNdkAdapter) {
+    if (ppNdkAdapter == nullptr) return softndk::api::Invalid("SoftNdkOpenAdapter: NULL ppNdkAdapter");
+    SOFTNDK_ADAPTER_CONFIG defaults;
+    if (Config == nullptr) {
+        SoftNdkInitAdapterConfig(&defaults);
+        Config = &defaults;
+    }
+    NTSTATUS status = softndk::api::ValidateAdapterConfig(*Config);
+    if (!NT_SUCCESS(status)) return status;
+    auto* adapter = new (std::nothrow) AdapterObject(Config->RandomSeed, softndk::api::kAdapterOps);
+    if (adapter == nullptr) return NDIS_STATUS_RESOURCES;
+    status = adapter->faults.Configure(Config->FaultRules, Config->FaultRuleCount);
+    if (!NT_SUCCESS(status)) {
+        delete adapter;
+        return status;
+    }
+    adapter->info = Config->Limits;
+    adapter->info.Version = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};  // AI-08: our highest minor
+    adapter->limits.max_registration_size = adapter->info.MaxRegistrationSize;
+    adapter->limits.max_fast_register_pages =
+        static_cast<uint32_t>(std::min<uint64_t>(adapter->info.MaxRegistrationSize / PAGE_SIZE, UINT32_MAX));
+    adapter->limits.read_sink_required =
+        (adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED) == 0;
+    adapter->local_addresses.assign(Config->LocalAddresses, Config->LocalAddresses + Config->LocalAddressCount);
+    adapter->executor = std::make_unique<softndk::engine::CompletionExecutor>(
+        static_cast<SOFTNDK_COMPLETION_MODE>(Config->CompletionMode), Config->RandomSeed);
+    softndk::api::InitializeHandle(adapter->ndk, NdkObjectTypeAdapter, adapter->info.Version,
+                                   &softndk::api::kAdapterDispatch);
+    *ppNdkAdapter = &adapter->ndk;
+    return STATUS_SUCCESS;
+}
+
+extern "C" NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter) {
+    AdapterObject* adapter = softndk::api::FromHandle<AdapterObject>(pNdkAdapter);
+    if (adapter == nullptr) return softndk::api::Invalid("SoftNdkCloseAdapter: not an open adapter");
+    if (adapter->executor->OnExecutorThread())
+        return softndk::api::Invalid("SoftNdkCloseAdapter: called from a provider callback (LIFE-15)");
+    adapter->lifetime.Close(nullptr, nullptr);
+    {
+        // LIFE-13/15: blocks until every child is closed and every callback has returned.
+        std::unique_lock lock(adapter->closed_mutex);
+        while (!adapter->closed_cv.wait_for(lock, std::chrono::seconds(10), [adapter] { return adapter->released; }))
+            std::fprintf(stderr, "softndk: SoftNdkCloseAdapter still waiting: %u objects of this adapter are open\n",
+                         adapter->lifetime.references());
+    }
+    adapter->executor.reset();  // joins the provider thread after its last job
+    adapter->magic = 0;
+    delete adapter;
+    return STATUS_SUCCESS;
+}

@@ -1,0 +1,153 @@
+#include "api/adapter_config.h"
+
+#include <arpa/inet.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/last_error.h"
+
+namespace softndk::api {
+namespace {
+
+bool HasIpcLockCapability() {
+    FILE* status = std::fopen("/proc/self/status", "r");
+    if (status == nullptr) return false;
+    char line[256];
+    unsigned long long effective = 0;
+    while (std::fgets(line, sizeof(line), status) != nullptr)
+        if (std::sscanf(line, "CapEff: %llx", &effective) == 1) break;
+    std::fclose(status);
+    constexpr int kCapIpcLock = 14;
+    return (effective >> kCapIpcLock) & 1;
+}
+
+NTSTATUS Invalid(const char* why) {
+    SetLastErrorText("SoftNdkOpenAdapter: %s", why);
+    return STATUS_INVALID_PARAMETER;
+}
+
+}  // namespace
+
+uint64_t LockableBytes() {
+    const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * PAGE_SIZE;
+    rlimit limit{};
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || HasIpcLockCapability())
+        return physical;
+    return limit.rlim_cur < physical ? limit.rlim_cur : physical;
+}
+
+NDK_ADAPTER_INFO DefaultAdapterInfo() {
+    NDK_ADAPTER_INFO info{};
+    info.Version = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};
+    info.VendorId = 0;  // no OUI: a software adapter
+    info.DeviceId = 0x5D4B;
+    info.MaxRegistrationSize = LockableBytes();
+    info.MaxWindowSize = info.MaxRegistrationSize;
+    info.FRMRPageCount = 256;
+    info.MaxInitiatorRequestSge = 32;
+    info.MaxReceiveRequestSge = 32;
+    info.MaxReadRequestSge = 32;
+    info.MaxTransferLength = 1u << 30;
+    info.MaxInlineDataSize = 256;
+    info.MaxInboundReadLimit = 128;
+    info.MaxOutboundReadLimit = 128;
+    info.MaxReceiveQueueDepth = 16384;
+    info.MaxInitiatorQueueDepth = 16384;
+    info.MaxSrqDepth = 16384;
+    info.MaxCqDepth = 65536;
+    info.LargeRequestThreshold = 16384;
+    info.MaxCallerData = 196;  // fits MPA v2 private data with room for the RDMAP/IRD-ORD header
+    info.MaxCalleeData = 196;
+    info.AdapterFlags = kHonouredAdapterFlags;
+    info.RdmaTechnology = NdkiWarp;
+    return info;
+}
+
+NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
+    if (config.Size != sizeof(SOFTNDK_ADAPTER_CONFIG) || config.Version != SOFTNDK_ADAPTER_CONFIG_VERSION)
+        return Invalid("Config.Size/Version do not match this softndk (call SoftNdkInitAdapterConfig)");
+    // AI-08: major must match; a minor above ours is refused.
+    if (config.RequestedVersion.Major != NDK_VERSION_MAJOR || config.RequestedVersion.Minor > NDK_VERSION_1_2_MINOR) {
+        SetLastErrorText("SoftNdkOpenAdapter: NDKPI %u.%u requested; this provider supports 1.0 … 1.2",
+                         config.RequestedVersion.Major, config.RequestedVersion.Minor);
+        return NDIS_STATUS_BAD_VERSION;
+    }
+    if (config.CompletionMode != SOFTNDK_COMPLETION_INLINE && config.CompletionMode != SOFTNDK_COMPLETION_PEND &&
+        config.CompletionMode != SOFTNDK_COMPLETION_RANDOM)
+        return Invalid("unknown CompletionMode");
+    if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES) return Invalid("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
+    if (config.LocalAddressCount == 0 || config.LocalAddressCount > SOFTNDK_MAX_LOCAL_ADDRESSES)
+        return Invalid("LocalAddressCount must be 1 … SOFTNDK_MAX_LOCAL_ADDRESSES");
+    for (ULONG i = 0; i < config.LocalAddressCount; ++i)
+        if (config.LocalAddresses[i].si_family != AF_INET && config.LocalAddresses[i].si_family != AF_INET6)
+            return Invalid("a local address is neither AF_INET nor AF_INET6");
+
+    const NDK_ADAPTER_INFO& want = config.Limits;
+    const NDK_ADAPTER_INFO honest = DefaultAdapterInfo();
+    if ((want.AdapterFlags & ~kHonouredAdapterFlags) != 0) {
+        SetLastErrorText("SoftNdkOpenAdapter: AdapterFlags 0x%x name capabilities softndk does not honour yet",
+                         want.AdapterFlags & ~kHonouredAdapterFlags);
+        return STATUS_NOT_SUPPORTED;
+    }
+    if (want.MaxRegistrationSize < PAGE_SIZE || want.MaxRegistrationSize > honest.MaxRegistrationSize)
+        return Invalid("Limits.MaxRegistrationSize must be PAGE_SIZE … what the machine can lock");
+    if (want.MaxWindowSize == 0 || want.MaxWindowSize > want.MaxRegistrationSize)
+        return Invalid("Limits.MaxWindowSize must be 1 … MaxRegistrationSize");
+    if (want.FRMRPageCount < 16 || want.FRMRPageCount > want.MaxRegistrationSize / PAGE_SIZE)
+        return Invalid("Limits.FRMRPageCount must be 16 (FR-23) … MaxRegistrationSize / PAGE_SIZE");
+    struct Field {
+        ULONG want;
+        ULONG honest;
+        bool zero_ok;
+        const char* name;
+    };
+    const Field fields[] = {
+        {want.MaxInitiatorRequestSge, honest.MaxInitiatorRequestSge, false, "MaxInitiatorRequestSge"},
+        {want.MaxReceiveRequestSge, honest.MaxReceiveRequestSge, false, "MaxReceiveRequestSge"},
+        {want.MaxReadRequestSge, honest.MaxReadRequestSge, false, "MaxReadRequestSge"},
+        {want.MaxTransferLength, honest.MaxTransferLength, false, "MaxTransferLength"},
+        {want.MaxInlineDataSize, honest.MaxInlineDataSize, true, "MaxInlineDataSize"},
+        {want.MaxInboundReadLimit, honest.MaxInboundReadLimit, true, "MaxInboundReadLimit"},
+        {want.MaxOutboundReadLimit, honest.MaxOutboundReadLimit, true, "MaxOutboundReadLimit"},
+        {want.MaxReceiveQueueDepth, honest.MaxReceiveQueueDepth, false, "MaxReceiveQueueDepth"},
+        {want.MaxInitiatorQueueDepth, honest.MaxInitiatorQueueDepth, false, "MaxInitiatorQueueDepth"},
+        {want.MaxSrqDepth, honest.MaxSrqDepth, true, "MaxSrqDepth"},
+        {want.MaxCqDepth, honest.MaxCqDepth, false, "MaxCqDepth"},
+        {want.MaxCallerData, honest.MaxCallerData, true, "MaxCallerData"},
+        {want.MaxCalleeData, honest.MaxCalleeData, true, "MaxCalleeData"},
+    };
+    for (const Field& field : fields) {
+        if (field.want > field.honest || (field.want == 0 && !field.zero_ok)) {
+            SetLastErrorText("SoftNdkOpenAdapter: Limits.%s = %u; allowed %s … %u", field.name, field.want,
+                             field.zero_ok ? "0" : "1", field.honest);
+            return STATUS_INVALID_PARAMETER;
+        }
+    }
+    uint32_t technology = 0;  // read as an integer: an out-of-range enum value must not be loaded as the enum
+    static_assert(sizeof(technology) == sizeof(want.RdmaTechnology));
+    std::memcpy(&technology, &want.RdmaTechnology, sizeof(technology));
+    if (technology >= NdkMaxTechnology) return Invalid("Limits.RdmaTechnology out of range");
+    return STATUS_SUCCESS;
+}
+
+}  // namespace softndk::api
+
+extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
+    if (Config == nullptr) return;
+    std::memset(Config, 0, sizeof(*Config));
+    Config->Size = sizeof(SOFTNDK_ADAPTER_CONFIG);
+    Config->Version = SOFTNDK_ADAPTER_CONFIG_VERSION;
+    Config->RequestedVersion = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};
+    Config->CompletionMode = SOFTNDK_COMPLETION_INLINE;
+    Config->Limits = softndk::api::DefaultAdapterInfo();
+    Config->LocalAddressCount = 2;
+    SOCKADDR_IN& v4 = Config->LocalAddresses[0].Ipv4;
+    v4.sin_family = AF_INET;
+    v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    SOCKADDR_IN6& v6 = Config->LocalAddresses[1].Ipv6;
+    v6.sin6_family = AF_INET6;
+    v6.sin6_addr = in6addr_loopback;
+}

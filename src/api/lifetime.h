@@ -1,0 +1,66 @@
+// Reference counting and close for NDK objects (LIFE-05 … LIFE-16, CB-02). The initial reference is the
+// consumer's; children, pending requests and in-flight callbacks hold more. When the last one goes, the
+// object tears down (possibly asynchronously, e.g. an MR draining its registration), is destroyed, the close
+// completion runs if the close pended, and only then is the parent released (LIFE-07, LIFE-14).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <softndk/ndkpi.h>
+
+namespace softndk::api {
+
+class Lifetime {
+public:
+    struct Ops {
+        // Returns true when done now; false means it will call Lifetime::TeardownDone() later. May be null.
+        bool (*teardown)(void* object);
+        void (*destroy)(void* object);
+    };
+
+    Lifetime(const Ops& ops, void* object, Lifetime* parent) : ops_(ops), object_(object), parent_(parent) {
+        if (parent_ != nullptr) parent_->AddRef();
+    }
+
+    void AddRef() { refs_.fetch_add(1, std::memory_order_relaxed); }
+    void Release() {
+        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(false);
+    }
+    // LIFE-05: STATUS_SUCCESS if closed now (no completion will be called), else STATUS_PENDING.
+    NTSTATUS Close(NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
+        close_completion_ = completion;
+        close_context_ = context;
+        closing_.store(true, std::memory_order_release);
+        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) return Finish(true) ? STATUS_SUCCESS : STATUS_PENDING;
+        return STATUS_PENDING;
+    }
+    void TeardownDone() { Complete(false); }
+    bool closing() const { return closing_.load(std::memory_order_acquire); }
+    uint32_t references() const { return refs_.load(std::memory_order_acquire); }
+
+private:
+    bool Finish(bool inside_close) {
+        if (ops_.teardown != nullptr && !ops_.teardown(object_)) return false;
+        Complete(inside_close);
+        return true;
+    }
+    void Complete(bool inside_close) {
+        NDK_FN_CLOSE_COMPLETION completion = close_completion_;
+        PVOID context = close_context_;
+        Lifetime* parent = parent_;
+        ops_.destroy(object_);  // frees this Lifetime too
+        if (!inside_close && completion != nullptr) completion(context);
+        if (parent != nullptr) parent->Release();
+    }
+
+    const Ops ops_;
+    void* const object_;
+    Lifetime* const parent_;
+    std::atomic<uint32_t> refs_{1};
+    std::atomic<bool> closing_{false};
+    NDK_FN_CLOSE_COMPLETION close_completion_ = nullptr;
+    PVOID close_context_ = nullptr;
+};
+
+}  // namespace softndk::api

@@ -1,0 +1,89 @@
+// NDK_PD_DISPATCH.
+#include <new>
+
+#include "api/async_request.h"
+
+namespace softndk::api {
+namespace {
+
+using engine::ProviderFunction;
+
+NTSTATUS Invalid(const char* why) {
+    SetLastErrorText("%s", why);
+    return STATUS_INVALID_PARAMETER;
+}
+
+// ---- MR lifetime: a registered MR deregisters when closed, and the close waits for the drain ----
+bool MrTeardown(void* object) {
+    auto* mr = static_cast<MrObject*>(object);
+    if (mr->region.state() != mem::MemoryRegion::State::kRegistered) return true;
+    NTSTATUS status = mr->region.Deregister([mr](NTSTATUS) { mr->lifetime.TeardownDone(); });
+    return status != STATUS_PENDING;
+}
+void MrDestroy(void* object) {
+    auto* mr = static_cast<MrObject*>(object);
+    mr->magic = 0;
+    delete mr;
+}
+constexpr Lifetime::Ops kMrOps{&MrTeardown, &MrDestroy};
+
+NTSTATUS ClosePd(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
+    PdObject* pd = FromHandle<PdObject>(object);
+    if (pd == nullptr) return Invalid("NdkClosePd: not a PD");
+    return RunClose(*pd->adapter, pd->lifetime, completion, context);
+}
+
+NTSTATUS CreateMr(NDK_PD* handle, BOOLEAN fast_register, NDK_FN_CREATE_COMPLETION completion, PVOID context,
+                  NDK_MR** out) {
+    PdObject* pd = FromHandle<PdObject>(handle);
+    if (pd == nullptr || completion == nullptr || out == nullptr)
+        return Invalid("NdkCreateMr: NULL PD, CreateCompletion or ppNdkMr");
+    if (fast_register != TRUE && fast_register != FALSE) return Invalid("NdkCreateMr: FastRegister is not a BOOLEAN");
+    return RunCreate(*pd->adapter, ProviderFunction::NdkCreateMr, pd->lifetime, completion, context, out,
+                     [pd, fast_register](NDK_OBJECT_HEADER** header) -> NTSTATUS {
+                         auto* mr = new (std::nothrow) MrObject(pd, fast_register == TRUE, kMrOps);
+                         if (mr == nullptr) return STATUS_INSUFFICIENT_RESOURCES;
+                         InitializeHandle(mr->ndk, NdkObjectTypeMr, pd->adapter->info.Version, &kMrDispatch);
+                         *header = &mr->ndk.Header;
+                         return STATUS_SUCCESS;
+                     });
+}
+
+NTSTATUS NotYet(const char* what) {
+    SetLastErrorText("%s is not implemented yet in softndk (data path)", what);
+    return STATUS_NOT_SUPPORTED;
+}
+NTSTATUS CreateMw(NDK_PD*, NDK_FN_CREATE_COMPLETION, PVOID, NDK_MW**) {
+    return NotYet("NdkCreateMw");
+}
+NTSTATUS CreateSrq(NDK_PD*, ULONG, ULONG, ULONG, NDK_FN_SRQ_NOTIFICATION_CALLBACK, PVOID, GROUP_AFFINITY*,
+                   NDK_FN_CREATE_COMPLETION, PVOID, NDK_SRQ**) {
+    return NotYet("NdkCreateSrq");
+}
+NTSTATUS CreateQp(NDK_PD*, NDK_CQ*, NDK_CQ*, PVOID, ULONG, ULONG, ULONG, ULONG, ULONG, NDK_FN_CREATE_COMPLETION, PVOID,
+                  NDK_QP**) {
+    return NotYet("NdkCreateQp");
+}
+NTSTATUS CreateQpWithSrq(NDK_PD*, NDK_CQ*, NDK_CQ*, NDK_SRQ*, PVOID, ULONG, ULONG, ULONG, NDK_FN_CREATE_COMPLETION,
+                         PVOID, NDK_QP**) {
+    return NotYet("NdkCreateQpWithSrq");
+}
+
+// LAM-14: VOID, cannot fail; a bad PD or NULL output is ignored with a last-error text.
+VOID GetPrivilegedMemoryRegionToken(NDK_PD* handle, UINT32* token) {
+    PdObject* pd = FromHandle<PdObject>(handle);
+    if (pd == nullptr || token == nullptr) {
+        SetLastErrorText("NdkGetPrivilegedMemoryRegionToken: NULL PD or output");
+        return;
+    }
+    *token = pd->privileged_tokens.local;
+}
+
+}  // namespace
+
+const NDK_PD_DISPATCH kPdDispatch = {
+    &ClosePd,         &QueryExtensionInterface,        &CreateMr, &CreateMw, &CreateSrq, &CreateQp,
+    &CreateQpWithSrq, &GetPrivilegedMemoryRegionToken,
+};
+
+}  // namespace softndk::api

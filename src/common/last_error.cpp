@@ -1,0 +1,31 @@
+#include "common/last_error.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+
+#include <softndk/wdm.h>
+
+namespace softndk {
+namespace {
+thread_local char t_last_error[512];
+}
+
+void SetLastErrorText(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(t_last_error, sizeof(t_last_error), format, args);
+    va_end(args);
+    static const bool echo = std::getenv("SOFTNDK_LOG") != nullptr;
+    if (echo) std::fprintf(stderr, "softndk: %s\n", t_last_error);
+}
+
+void ClearLastErrorText() {
+    t_last_error[0] = '\0';
+}
+
+}  // namespace softndk
+
+extern "C" const char* SoftNdkGetLastErrorText(void) {
+    return softndk::t_last_error;
+}

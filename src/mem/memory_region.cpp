@@ -1,0 +1,175 @@
+#include "mem/memory_region.h"
+
+#include "common/last_error.h"
+#include "mem/mdl_chain.h"
+
+namespace softndk::mem {
+namespace {
+
+constexpr ULONG kDefinedMrFlags = NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ |
+                                  NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_RDMA_READ_SINK;
+
+NTSTATUS WrongState(const char* why) {
+    SetLastErrorText("%s", why);
+    return STATUS_INVALID_DEVICE_STATE;
+}
+
+}  // namespace
+
+MemoryRegion::MemoryRegion(TokenTable& tokens, bool fast_register, const void* owner_pd)
+    : tokens_(tokens), fast_register_(fast_register) {
+    target_.kind = TargetKind::kRegion;
+    target_.owner = owner_pd;
+    target_.pages = &pages_;
+}
+
+MemoryRegion::~MemoryRegion() {
+    // The owner drains registrations before destroying the MR; an initialised fast MR still holds its slot.
+    if (slot_ != 0) tokens_.Free(slot_);
+}
+
+NTSTATUS MemoryRegion::DecodeRegisterFlags(ULONG flags, bool read_sink_required, uint32_t* rights) {
+    if ((flags & ~kDefinedMrFlags) != 0) {
+        SetLastErrorText("NdkRegisterMr: undefined flag bits 0x%x", flags & ~kDefinedMrFlags);
+        return STATUS_INVALID_PARAMETER;
+    }
+    // AMB-01: remote write is the whole 0x5 mask; the 0x4 bit alone is not a defined flag.
+    if ((flags & 0x4) != 0 && (flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE) == 0) {
+        SetLastErrorText("NdkRegisterMr: bit 0x4 without ALLOW_LOCAL_WRITE is not NDK_MR_FLAG_ALLOW_REMOTE_WRITE");
+        return STATUS_INVALID_PARAMETER;
+    }
+    uint32_t r = kRightLocalRead;  // MR-12: local read is always implied
+    if (flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE) r |= kRightLocalWrite;
+    if (flags & NDK_MR_FLAG_ALLOW_REMOTE_READ) r |= kRightRemoteRead;
+    if ((flags & NDK_MR_FLAG_ALLOW_REMOTE_WRITE) == NDK_MR_FLAG_ALLOW_REMOTE_WRITE) r |= kRightRemoteWrite;
+    // MR-13/15: with NOT_REQUIRED every region may be a read sink and the flag changes nothing.
+    if (!read_sink_required || (flags & NDK_MR_FLAG_RDMA_READ_SINK)) r |= kRightReadSink;
+    *rights = r;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS MemoryRegion::Register(const MDL* mdl, SIZE_T length, ULONG flags, const RegistrationLimits& limits) {
+    if (fast_register_) return WrongState("NdkRegisterMr on an MR created for fast registration (MR-05, AMB-26)");
+    uint32_t rights = 0;
+    NTSTATUS status = DecodeRegisterFlags(flags, limits.read_sink_required, &rights);
+    if (!NT_SUCCESS(status)) return status;
+    if (length > limits.max_registration_size) {
+        SetLastErrorText("NdkRegisterMr: Length %zu exceeds MaxRegistrationSize %llu (AMB-27)",
+                         static_cast<size_t>(length), static_cast<unsigned long long>(limits.max_registration_size));
+        return STATUS_INVALID_PARAMETER;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        if (state_ != State::kIdle) return WrongState("NdkRegisterMr: the MR is already registered or busy");
+        state_ = State::kBusy;
+    }
+    uint32_t slot = 0;
+    ResolvedChain chain;
+    status = ResolveMdlChain(mdl, length, pages_, chain);
+    if (NT_SUCCESS(status)) status = tokens_.Reserve(&slot);
+    std::lock_guard lock(mutex_);
+    if (!NT_SUCCESS(status)) {
+        state_ = State::kIdle;
+        return status;
+    }
+    target_.base_va = chain.base_va;
+    target_.length = length;
+    target_.rights = rights;
+    target_.first_byte_offset = chain.first_byte_offset;
+    slot_ = slot;
+    token_pair_ = tokens_.Publish(slot, &target_, token_pair_);  // findable only now, fully built
+    state_ = State::kRegistered;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS MemoryRegion::Deregister(DrainDone done) {
+    uint32_t slot;
+    {
+        std::lock_guard lock(mutex_);
+        if (fast_register_) return WrongState("NdkDeregisterMr on a fast-register MR (MR-18, AMB-26)");
+        if (state_ != State::kRegistered) return WrongState("NdkDeregisterMr: the MR is not registered (MR-18)");
+        state_ = State::kDraining;
+        drain_done_ = std::move(done);
+        slot = slot_;
+    }
+    if (!tokens_.Retire(slot, &MemoryRegion::OnDrained, this)) return STATUS_PENDING;
+    std::lock_guard lock(mutex_);
+    tokens_.Free(slot_);
+    slot_ = 0;
+    drain_done_ = nullptr;
+    state_ = State::kIdle;
+    return STATUS_SUCCESS;
+}
+
+void MemoryRegion::OnDrained(void* self) {
+    auto* region = static_cast<MemoryRegion*>(self);
+    DrainDone done;
+    {
+        std::lock_guard lock(region->mutex_);
+        region->tokens_.Free(region->slot_);
+        region->slot_ = 0;
+        region->state_ = State::kIdle;
+        done = std::move(region->drain_done_);
+    }
+    if (done) done(STATUS_SUCCESS);
+}
+
+NTSTATUS MemoryRegion::InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits) {
+    if (!fast_register_) return WrongState("NdkInitializeFastRegisterMr on a regular MR (FR-01, AMB-26)");
+    if (page_count == 0) {
+        SetLastErrorText("NdkInitializeFastRegisterMr: AdapterPageCount is 0");
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (page_count > limits.max_fast_register_pages) {
+        SetLastErrorText("NdkInitializeFastRegisterMr: %u pages exceed the adapter's %u (FR-03)", page_count,
+                         limits.max_fast_register_pages);
+        return STATUS_IMPLEMENTATION_LIMIT;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        if (state_ != State::kIdle && state_ != State::kFastInitialized)
+            return WrongState("NdkInitializeFastRegisterMr: the MR is busy or fast-registered");
+        state_ = State::kBusy;
+    }
+    uint32_t slot = 0;
+    NTSTATUS status = tokens_.Reserve(&slot);
+    std::vector<uint8_t*> table;
+    if (NT_SUCCESS(status)) {
+        try {
+            table.reserve(page_count);  // the MR's page-list capacity, like a hardware MTT allocation
+        } catch (const std::bad_alloc&) {
+            tokens_.Free(slot);
+            status = STATUS_INSUFFICIENT_RESOURCES;
+        }
+    }
+    std::lock_guard lock(mutex_);
+    if (!NT_SUCCESS(status)) {
+        state_ = slot_ != 0 ? State::kFastInitialized : State::kIdle;
+        return status;
+    }
+    if (slot_ != 0) tokens_.Free(slot_);  // re-initialisation: new slot, new tokens
+    slot_ = slot;
+    token_pair_ = tokens_.Tokens(slot);
+    pages_ = std::move(table);
+    fast_page_capacity_ = page_count;
+    fast_remote_access_ = remote_access;
+    state_ = State::kFastInitialized;
+    return STATUS_SUCCESS;
+}
+
+uint32_t MemoryRegion::LocalToken() const {
+    std::lock_guard lock(mutex_);
+    return state_ == State::kRegistered || state_ == State::kFastInitialized ? token_pair_.local : 0;
+}
+
+uint32_t MemoryRegion::RemoteToken() const {
+    std::lock_guard lock(mutex_);
+    return state_ == State::kRegistered || state_ == State::kFastInitialized ? token_pair_.remote : 0;
+}
+
+MemoryRegion::State MemoryRegion::state() const {
+    std::lock_guard lock(mutex_);
+    return state_;
+}
+
+}  // namespace softndk::mem

@@ -1,0 +1,69 @@
+// An MR: regular (NdkRegisterMr) or fast (NdkInitializeFastRegisterMr), never both (MR-01, AMB-25).
+// Holds the page table, rights and tokens; the token slot points at `target_`, which is immutable while
+// published. Work in flight holds token references, so a deregistration waits for them (drains).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <softndk/wdm.h>
+
+#include "mem/token_table.h"
+#include "mem/token_target.h"
+
+namespace softndk::mem {
+
+struct RegistrationLimits {
+    uint64_t max_registration_size;
+    uint32_t max_fast_register_pages;
+    bool read_sink_required;  // adapter does not advertise RDMA_READ_SINK_NOT_REQUIRED
+};
+
+class MemoryRegion {
+public:
+    enum class State { kIdle, kBusy, kRegistered, kFastInitialized, kDraining };
+    using DrainDone = std::function<void(NTSTATUS)>;
+
+    MemoryRegion(TokenTable& tokens, bool fast_register, const void* owner_pd);
+    ~MemoryRegion();
+    MemoryRegion(const MemoryRegion&) = delete;
+    MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+    // Decodes NDK_MR_FLAG_* (MR-12, AMB-01, AMB-37). STATUS_INVALID_PARAMETER for undefined bits or 0x4 alone.
+    static NTSTATUS DecodeRegisterFlags(ULONG flags, bool read_sink_required, uint32_t* rights);
+
+    // MR-05 … MR-16. On any failure the MR is unchanged.
+    NTSTATUS Register(const MDL* mdl, SIZE_T length, ULONG flags, const RegistrationLimits& limits);
+    // MR-18/19. STATUS_SUCCESS when no work holds the tokens; otherwise STATUS_PENDING and `done` runs when the
+    // last reference is released.
+    NTSTATUS Deregister(DrainDone done);
+    // FR-01 … FR-07. Re-initialisation of an initialised (not fast-registered) MR is allowed (AMB-10).
+    NTSTATUS InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits);
+
+    uint32_t LocalToken() const;
+    uint32_t RemoteToken() const;
+    State state() const;
+    bool fast_register() const { return fast_register_; }
+    uint32_t fast_page_capacity() const { return fast_page_capacity_; }
+    bool fast_remote_access() const { return fast_remote_access_; }
+    const TokenTarget& target() const { return target_; }
+
+private:
+    static void OnDrained(void* self);
+
+    TokenTable& tokens_;
+    const bool fast_register_;
+    mutable std::mutex mutex_;  // state transitions; never held while walking a chain
+    State state_ = State::kIdle;
+    uint32_t slot_ = 0;  // token slot while registered / initialised
+    TokenPair token_pair_{};
+    TokenTarget target_;
+    std::vector<uint8_t*> pages_;  // capacity kept across registrations (like a hardware MTT)
+    uint32_t fast_page_capacity_ = 0;
+    bool fast_remote_access_ = false;
+    DrainDone drain_done_;
+};
+
+}  // namespace softndk::mem

@@ -1,0 +1,190 @@
+#include "mem/token_table.h"
+
+namespace softndk::mem {
+namespace {
+
+// Slot word: [0,32) references, [32,40) local key, [40,48) remote key, [48,50) state.
+enum State : uint64_t { kFree = 0, kReserved = 1, kPublished = 2, kRetiring = 3 };
+constexpr uint64_t kRefMask = 0xFFFFFFFFull;
+constexpr uint64_t StateOf(uint64_t word) {
+    return (word >> 48) & 3;
+}
+constexpr uint32_t LocalKey(uint64_t word) {
+    return static_cast<uint32_t>((word >> 32) & 0xFF);
+}
+constexpr uint32_t RemoteKey(uint64_t word) {
+    return static_cast<uint32_t>((word >> 40) & 0xFF);
+}
+constexpr uint64_t Word(uint64_t state, uint32_t local, uint32_t remote, uint64_t refs) {
+    return (state << 48) | (static_cast<uint64_t>(remote) << 40) | (static_cast<uint64_t>(local) << 32) | refs;
+}
+constexpr uint32_t MakeToken(uint32_t index, uint32_t key) {
+    return (index << TokenTable::kKeyBits) | key;
+}
+
+}  // namespace
+
+struct TokenTable::Slot {
+    std::atomic<uint64_t> word{0};
+    std::atomic<TokenTarget*> target{nullptr};
+    DrainHook drain_hook = nullptr;
+    void* drain_context = nullptr;
+};
+
+struct TokenTable::Chunk {
+    Slot slots[kChunkSlots];
+};
+
+TokenRef& TokenRef::operator=(TokenRef&& other) noexcept {
+    if (this != &other) {
+        Reset();
+        table_ = other.table_;
+        index_ = other.index_;
+        target_ = other.target_;
+        other.table_ = nullptr;
+    }
+    return *this;
+}
+
+void TokenRef::Reset() {
+    if (table_ != nullptr) table_->ReleaseReference(index_);
+    table_ = nullptr;
+    target_ = nullptr;
+}
+
+TokenTable::TokenTable(uint64_t seed, uint32_t max_slots)
+    : chunks_(new std::atomic<Chunk*>[kMaxSlots / kChunkSlots]),
+      max_slots_(max_slots < kMaxSlots - 1 ? max_slots : kMaxSlots - 1),
+      rng_(SeedOrEntropy(seed)) {
+    for (uint32_t i = 0; i < kMaxSlots / kChunkSlots; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+TokenTable::~TokenTable() {
+    for (uint32_t i = 0; i < kMaxSlots / kChunkSlots; ++i) delete chunks_[i].load(std::memory_order_relaxed);
+}
+
+TokenTable::Slot* TokenTable::Find(uint32_t index) const {
+    if (index == 0 || index >= kMaxSlots) return nullptr;
+    Chunk* chunk = chunks_[index / kChunkSlots].load(std::memory_order_acquire);
+    return chunk == nullptr ? nullptr : &chunk->slots[index % kChunkSlots];
+}
+
+NTSTATUS TokenTable::Reserve(uint32_t* index) {
+    std::lock_guard lock(mutex_);
+    if (live_ >= max_slots_) return STATUS_INSUFFICIENT_RESOURCES;
+    // Keep at least a chunk's worth of choice so indices stay unpredictable.
+    if (free_.size() < kChunkSlots / 2 && allocated_slots_ < kMaxSlots) {
+        uint32_t chunk_index = allocated_slots_ / kChunkSlots;
+        chunks_[chunk_index].store(new Chunk(), std::memory_order_release);
+        for (uint32_t i = 0; i < kChunkSlots; ++i) {
+            uint32_t slot_index = allocated_slots_ + i;
+            if (slot_index != 0) free_.push_back(slot_index);  // index 0 never forms a token
+        }
+        allocated_slots_ += kChunkSlots;
+    }
+    if (free_.empty()) return STATUS_INSUFFICIENT_RESOURCES;
+    size_t pick = rng_.Below(free_.size());
+    uint32_t chosen = free_[pick];
+    free_[pick] = free_.back();
+    free_.pop_back();
+    Slot* slot = Find(chosen);
+    auto local = static_cast<uint32_t>(rng_.Below(256));
+    auto remote = static_cast<uint32_t>(rng_.Below(255));
+    if (remote >= local) ++remote;  // local and remote keys differ
+    slot->word.store(Word(kReserved, local, remote, 0), std::memory_order_release);
+    ++live_;
+    *index = chosen;
+    return STATUS_SUCCESS;
+}
+
+TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avoid) {
+    Slot* slot = Find(index);
+    const uint64_t old = slot->word.load(std::memory_order_relaxed);
+    auto avoided = [&](uint32_t key, uint32_t old_key, uint32_t avoid_token) {
+        return key == old_key || MakeToken(index, key) == avoid_token;
+    };
+    uint32_t local;
+    uint32_t remote;
+    {
+        std::lock_guard lock(mutex_);
+        do {
+            local = static_cast<uint32_t>(rng_.Below(256));
+        } while (avoided(local, LocalKey(old), avoid.local));
+        do {
+            remote = static_cast<uint32_t>(rng_.Below(256));
+        } while (remote == local || avoided(remote, RemoteKey(old), avoid.remote));
+    }
+    slot->target.store(target, std::memory_order_relaxed);
+    slot->word.store(Word(kPublished, local, remote, 0), std::memory_order_release);  // findable from here
+    return TokenPair{MakeToken(index, local), MakeToken(index, remote)};
+}
+
+TokenPair TokenTable::Tokens(uint32_t index) const {
+    const Slot* slot = Find(index);
+    if (slot == nullptr) return {};
+    uint64_t word = slot->word.load(std::memory_order_acquire);
+    return TokenPair{MakeToken(index, LocalKey(word)), MakeToken(index, RemoteKey(word))};
+}
+
+bool TokenTable::Retire(uint32_t index, DrainHook hook, void* context) {
+    Slot* slot = Find(index);
+    slot->drain_hook = hook;
+    slot->drain_context = context;
+    uint64_t word = slot->word.load(std::memory_order_relaxed);
+    while (true) {
+        uint64_t refs = word & kRefMask;
+        uint64_t next = refs == 0 ? Word(kReserved, LocalKey(word), RemoteKey(word), 0)
+                                  : Word(kRetiring, LocalKey(word), RemoteKey(word), refs);
+        if (slot->word.compare_exchange_weak(word, next, std::memory_order_acq_rel)) return refs == 0;
+    }
+}
+
+void TokenTable::Free(uint32_t index) {
+    Slot* slot = Find(index);
+    uint64_t word = slot->word.load(std::memory_order_relaxed);
+    slot->target.store(nullptr, std::memory_order_relaxed);
+    slot->word.store(Word(kFree, LocalKey(word), RemoteKey(word), 0), std::memory_order_release);
+    std::lock_guard lock(mutex_);
+    free_.push_back(index);
+    --live_;
+}
+
+TokenRef TokenTable::Acquire(uint32_t token, TokenKind kind) {
+    Slot* slot = Find(token >> kKeyBits);
+    if (slot == nullptr) return {};
+    const uint32_t key = token & 0xFF;
+    uint64_t word = slot->word.load(std::memory_order_acquire);
+    while (true) {
+        if (StateOf(word) != kPublished) return {};
+        if ((kind == TokenKind::kLocal ? LocalKey(word) : RemoteKey(word)) != key) return {};
+        if ((word & kRefMask) == kRefMask) return {};
+        if (slot->word.compare_exchange_weak(word, word + 1, std::memory_order_acquire)) break;
+    }
+    return TokenRef(this, token >> kKeyBits, slot->target.load(std::memory_order_relaxed));
+}
+
+void TokenTable::ReleaseReference(uint32_t index) {
+    Slot* slot = Find(index);
+    uint64_t word = slot->word.load(std::memory_order_relaxed);
+    while (true) {
+        uint64_t refs = word & kRefMask;
+        bool last_of_retired = StateOf(word) == kRetiring && refs == 1;
+        uint64_t next = last_of_retired ? Word(kReserved, LocalKey(word), RemoteKey(word), 0) : word - 1;
+        if (slot->word.compare_exchange_weak(word, next, std::memory_order_acq_rel)) {
+            if (last_of_retired && slot->drain_hook != nullptr) slot->drain_hook(slot->drain_context);
+            return;
+        }
+    }
+}
+
+uint32_t TokenTable::LiveSlots() const {
+    std::lock_guard lock(mutex_);
+    return live_;
+}
+
+uint32_t TokenTable::ReferenceCount(uint32_t index) const {
+    const Slot* slot = Find(index);
+    return slot == nullptr ? 0 : static_cast<uint32_t>(slot->word.load(std::memory_order_acquire) & kRefMask);
+}
+
+}  // namespace softndk::mem

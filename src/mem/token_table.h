@@ -1,0 +1,107 @@
+// Token table (DESIGN §2): a token is a 24-bit slot index and an 8-bit key, both random. A slot carries a
+// local and a remote key so the two tokens of one registration differ. Looking a token up and taking a
+// reference is one atomic step on the slot word; a stale key or a retired slot fails. A slot is findable only
+// once Publish() has stored its (fully built) target.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <softndk/ndkpi.h>
+
+#include "common/random.h"
+
+namespace softndk::mem {
+
+enum class TokenKind : uint8_t { kLocal, kRemote };
+
+class TokenTable;
+
+// What a slot points at (an MR registration, an MW binding or a PD's privileged mapping). Owned elsewhere;
+// valid while the slot is published or draining.
+struct TokenTarget;
+
+// A counted reference taken by Acquire(); releasing the last reference of a retired slot runs its drain hook.
+class TokenRef {
+public:
+    TokenRef() = default;
+    TokenRef(TokenRef&& other) noexcept : table_(other.table_), index_(other.index_), target_(other.target_) {
+        other.table_ = nullptr;
+    }
+    TokenRef& operator=(TokenRef&& other) noexcept;
+    TokenRef(const TokenRef&) = delete;
+    TokenRef& operator=(const TokenRef&) = delete;
+    ~TokenRef() { Reset(); }
+
+    explicit operator bool() const { return table_ != nullptr; }
+    TokenTarget* target() const { return target_; }
+    void Reset();
+
+private:
+    friend class TokenTable;
+    TokenRef(TokenTable* table, uint32_t index, TokenTarget* target) : table_(table), index_(index), target_(target) {}
+    TokenTable* table_ = nullptr;
+    uint32_t index_ = 0;
+    TokenTarget* target_ = nullptr;
+};
+
+struct TokenPair {
+    uint32_t local = 0;
+    uint32_t remote = 0;
+};
+
+class TokenTable {
+public:
+    static constexpr uint32_t kKeyBits = 8;
+    static constexpr uint32_t kIndexBits = 24;
+    static constexpr uint32_t kChunkSlots = 4096;
+    static constexpr uint32_t kMaxSlots = 1u << kIndexBits;
+
+    using DrainHook = void (*)(void* context);
+
+    // seed 0 = from the OS. max_slots caps live slots (MaxMrCount-style limit).
+    explicit TokenTable(uint64_t seed, uint32_t max_slots = kMaxSlots);
+    ~TokenTable();
+    TokenTable(const TokenTable&) = delete;
+    TokenTable& operator=(const TokenTable&) = delete;
+
+    // Takes a random free slot in the reserved (not findable) state. STATUS_INSUFFICIENT_RESOURCES when full.
+    NTSTATUS Reserve(uint32_t* index);
+    // Makes the slot findable with fresh keys: never the slot's previous keys, never the tokens in `avoid`
+    // (the owner's previous tokens). The target must be complete.
+    TokenPair Publish(uint32_t index, TokenTarget* target, TokenPair avoid = {});
+    // Tokens the slot answers to now (also while reserved: TOK-01/02 for an initialised fast MR).
+    TokenPair Tokens(uint32_t index) const;
+    // Stops new lookups. If no reference is held, returns true and the slot is reserved again at once;
+    // otherwise returns false and `hook(context)` runs when the last reference is released.
+    bool Retire(uint32_t index, DrainHook hook, void* context);
+    // Returns a reserved slot to the free pool.
+    void Free(uint32_t index);
+
+    // One atomic step: match the key of a published slot and take a reference. Empty on any mismatch.
+    TokenRef Acquire(uint32_t token, TokenKind kind);
+
+    uint32_t LiveSlots() const;
+    // References currently held on a slot (tests).
+    uint32_t ReferenceCount(uint32_t index) const;
+
+private:
+    friend class TokenRef;
+    struct Slot;
+    struct Chunk;
+    Slot* Find(uint32_t index) const;
+    void ReleaseReference(uint32_t index);
+
+    std::unique_ptr<std::atomic<Chunk*>[]> chunks_;
+    uint32_t max_slots_;
+    mutable std::mutex mutex_;  // guards the free pool, chunk growth and the RNG; never taken by Acquire
+    std::vector<uint32_t> free_;
+    uint32_t allocated_slots_ = 0;
+    uint32_t live_ = 0;
+    SplitMix64 rng_;
+};
+
+}  // namespace softndk::mem

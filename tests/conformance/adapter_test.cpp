@@ -1,0 +1,204 @@
+// AI-01 … AI-11, LIFE-03/15, and SOFTNDK_ADAPTER_CONFIG validation.
+#include "api/adapter_config.h"
+#include "support/ndk_test_support.h"
+
+#include <unistd.h>
+
+namespace softndk::test {
+namespace {
+
+class AdapterInfoTest : public AdapterTest {};
+SOFTNDK_ALL_MODES(AdapterInfoTest);
+
+TEST_P(AdapterInfoTest, AI_01_QueryReportsSizeAndRejectsSmallBuffers) {
+    NDK_ADAPTER_INFO info{};
+    ULONG size = sizeof(info) - 1;
+    EXPECT_EQ(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, &info, &size), STATUS_BUFFER_TOO_SMALL);
+    EXPECT_EQ(size, sizeof(NDK_ADAPTER_INFO));
+    size = 0;
+    EXPECT_EQ(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, nullptr, &size), STATUS_BUFFER_TOO_SMALL);
+    EXPECT_EQ(size, sizeof(NDK_ADAPTER_INFO));
+    EXPECT_EQ(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, &info, nullptr), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(adapter_->Dispatch->NdkQueryAdapterInfo(nullptr, &info, &size), STATUS_INVALID_PARAMETER);
+    size = sizeof(info) + 16;
+    EXPECT_EQ(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, &info, &size), STATUS_SUCCESS);
+    EXPECT_EQ(size, sizeof(NDK_ADAPTER_INFO));
+}
+
+TEST_P(AdapterInfoTest, AI_03_MaxRegistrationSizeIsWhatTheMachineCanLockWithNoArtificialCap) {
+    NDK_ADAPTER_INFO info = Info();
+    EXPECT_EQ(info.MaxRegistrationSize, api::LockableBytes());
+    const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * PAGE_SIZE;
+    if (geteuid() == 0) {
+        EXPECT_EQ(info.MaxRegistrationSize, physical);
+    }
+    EXPECT_NE(info.MaxRegistrationSize, 4ull << 30);
+    EXPECT_NE(info.MaxRegistrationSize, 128ull << 30);
+    EXPECT_LE(info.MaxWindowSize, info.MaxRegistrationSize);
+}
+
+TEST_P(AdapterInfoTest, AI_04_FrmrPageCountAtLeast256) {
+    EXPECT_GE(Info().FRMRPageCount, 256u);
+}
+
+TEST_P(AdapterInfoTest, AI_07_AdvertisesOnlyFlagsItHonours) {
+    NDK_ADAPTER_INFO info = Info();
+    EXPECT_NE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED, 0u);
+    EXPECT_NE(info.AdapterFlags & NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED, 0u);
+    EXPECT_EQ(info.AdapterFlags & ~api::kHonouredAdapterFlags, 0u);
+    EXPECT_EQ(info.RdmaTechnology, NdkiWarp);
+}
+
+TEST_P(AdapterInfoTest, AI_08_HeadersCarryTheNegotiatedVersion) {
+    EXPECT_EQ(adapter_->Header.ObjectType, NdkObjectTypeAdapter);
+    EXPECT_EQ(Info().Version.Major, 1);
+    EXPECT_EQ(Info().Version.Minor, 2);
+    EXPECT_EQ(pd_->Header.Version.Minor, 2);
+    EXPECT_EQ(pd_->Header.ObjectType, NdkObjectTypePd);
+}
+
+TEST_P(AdapterInfoTest, AI_11_NoExtensionInterfaces) {
+    GUID id{0x12345678, 1, 2, {3, 4, 5, 6, 7, 8, 9, 10}};
+    NDK_EXTENSION_INTERFACE out{};
+    EXPECT_EQ(adapter_->Dispatch->NdkQueryExtension(&adapter_->Header, &id, NDK_VERSION{1, 0}, &out),
+              STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(pd_->Dispatch->NdkQueryExtension(&pd_->Header, &id, NDK_VERSION{1, 0}, &out), STATUS_NOT_SUPPORTED);
+    NDK_MR* mr = CreateMr(false);
+    EXPECT_EQ(mr->Dispatch->NdkQueryExtension(&mr->Header, &id, NDK_VERSION{1, 0}, &out), STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(mr->Dispatch->NdkQueryExtension(&mr->Header, nullptr, NDK_VERSION{1, 0}, &out), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(mr->Dispatch->NdkQueryExtension(nullptr, &id, NDK_VERSION{1, 0}, &out), STATUS_INVALID_PARAMETER);
+    Close(&mr->Header);
+}
+
+TEST_P(AdapterInfoTest, AI_DataPathObjectsSayNotSupportedUntilBuilt) {
+    NDK_CQ* cq = nullptr;
+    Completion done;
+    EXPECT_EQ(
+        adapter_->Dispatch->NdkCreateCq(adapter_, 16, nullptr, nullptr, nullptr, &Completion::OnCreate, &done, &cq),
+        STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(cq, nullptr);
+}
+
+class AdapterLimitTest : public AdapterTest {
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Limits.MaxRegistrationSize = 16 * PAGE_SIZE;
+        config.Limits.MaxWindowSize = 16 * PAGE_SIZE;
+        config.Limits.FRMRPageCount = 16;
+    }
+};
+SOFTNDK_ALL_MODES(AdapterLimitTest);
+
+TEST_P(AdapterLimitTest, MR_17_LengthAboveMaxRegistrationSizeFails) {
+    EXPECT_EQ(Info().MaxRegistrationSize, 16 * PAGE_SIZE);
+    LockedBuffer buffer(17);
+    Completion done;
+    NDK_MR* mr = CreateMr(false);
+    EXPECT_EQ(Register(mr, buffer.mdl(), 16 * PAGE_SIZE + 1, 0), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(Register(mr, buffer.mdl(), 16 * PAGE_SIZE, 0), STATUS_SUCCESS);
+    NDK_MR* fast = CreateMr(true);
+    EXPECT_EQ(InitializeFast(fast, 17, FALSE), STATUS_IMPLEMENTATION_LIMIT) << "FR-03 follows the override";
+    EXPECT_EQ(InitializeFast(fast, 16, FALSE), STATUS_SUCCESS);
+    Close(&mr->Header);
+    Close(&fast->Header);
+}
+
+// ---- open / close ----
+TEST(AdapterOpenTest, AI_08_VersionNegotiation) {
+    SOFTNDK_ADAPTER_CONFIG config;
+    SoftNdkInitAdapterConfig(&config);
+    NDK_ADAPTER* adapter = nullptr;
+    config.RequestedVersion = NDK_VERSION{1, 0};
+    ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS);
+    EXPECT_EQ(adapter->Header.Version.Minor, 2) << "the provider's highest minor is reported";
+    EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+    config.RequestedVersion = NDK_VERSION{1, 3};
+    EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), NDIS_STATUS_BAD_VERSION);
+    config.RequestedVersion = NDK_VERSION{2, 0};
+    EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), NDIS_STATUS_BAD_VERSION);
+}
+
+TEST(AdapterOpenTest, AI_09_NullConfigMeansDefaults) {
+    NDK_ADAPTER* adapter = nullptr;
+    ASSERT_EQ(SoftNdkOpenAdapter(nullptr, &adapter), STATUS_SUCCESS);
+    EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+    EXPECT_EQ(SoftNdkOpenAdapter(nullptr, nullptr), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(SoftNdkCloseAdapter(nullptr), STATUS_INVALID_PARAMETER);
+    SoftNdkInitAdapterConfig(nullptr);  // no crash
+}
+
+TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
+    struct Case {
+        const char* what;
+        void (*edit)(SOFTNDK_ADAPTER_CONFIG&);
+        NTSTATUS status;
+    };
+    const Case cases[] = {
+        {"size", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Size = 8; }, STATUS_INVALID_PARAMETER},
+        {"version", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Version = 99; }, STATUS_INVALID_PARAMETER},
+        {"mode", [](SOFTNDK_ADAPTER_CONFIG& c) { c.CompletionMode = 7; }, STATUS_INVALID_PARAMETER},
+        {"flags", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.AdapterFlags |= NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED; },
+         STATUS_NOT_SUPPORTED},
+        {"frmr<16", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.FRMRPageCount = 15; }, STATUS_INVALID_PARAMETER},
+        {"maxreg>lockable", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.MaxRegistrationSize += PAGE_SIZE; },
+         STATUS_INVALID_PARAMETER},
+        {"maxreg 0", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.MaxRegistrationSize = 0; }, STATUS_INVALID_PARAMETER},
+        {"window>reg", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.MaxWindowSize = c.Limits.MaxRegistrationSize + 1; },
+         STATUS_INVALID_PARAMETER},
+        {"cq depth", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.MaxCqDepth *= 2; }, STATUS_INVALID_PARAMETER},
+        {"sge 0", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.MaxInitiatorRequestSge = 0; }, STATUS_INVALID_PARAMETER},
+        {"no address", [](SOFTNDK_ADAPTER_CONFIG& c) { c.LocalAddressCount = 0; }, STATUS_INVALID_PARAMETER},
+        {"bad family", [](SOFTNDK_ADAPTER_CONFIG& c) { c.LocalAddresses[0].si_family = AF_UNIX; },
+         STATUS_INVALID_PARAMETER},
+        {"fault name",
+         [](SOFTNDK_ADAPTER_CONFIG& c) {
+             c.FaultRuleCount = 1;
+             c.FaultRules[0] = SOFTNDK_FAULT_RULE{"NdkNoSuchCall", 1, 0, 0, FALSE, STATUS_INSUFFICIENT_RESOURCES};
+         },
+         STATUS_INVALID_PARAMETER},
+        {"fault success status",
+         [](SOFTNDK_ADAPTER_CONFIG& c) {
+             c.FaultRuleCount = 1;
+             c.FaultRules[0] = SOFTNDK_FAULT_RULE{"NdkRegisterMr", 1, 0, 0, FALSE, STATUS_SUCCESS};
+         },
+         STATUS_INVALID_PARAMETER},
+        {"fault async on sync call",
+         [](SOFTNDK_ADAPTER_CONFIG& c) {
+             c.FaultRuleCount = 1;
+             c.FaultRules[0] = SOFTNDK_FAULT_RULE{"NdkQueryAdapterInfo", 1, 0, 0, TRUE, STATUS_UNSUCCESSFUL};
+         },
+         STATUS_INVALID_PARAMETER},
+        {"fault probability",
+         [](SOFTNDK_ADAPTER_CONFIG& c) {
+             c.FaultRuleCount = 1;
+             c.FaultRules[0] = SOFTNDK_FAULT_RULE{"NdkRegisterMr", 0, 1.5, 0, FALSE, STATUS_UNSUCCESSFUL};
+         },
+         STATUS_INVALID_PARAMETER},
+        {"too many rules", [](SOFTNDK_ADAPTER_CONFIG& c) { c.FaultRuleCount = SOFTNDK_MAX_FAULT_RULES + 1; },
+         STATUS_INVALID_PARAMETER},
+    };
+    for (const Case& c : cases) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        c.edit(config);
+        NDK_ADAPTER* adapter = nullptr;
+        EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), c.status) << c.what;
+        EXPECT_EQ(adapter, nullptr) << c.what;
+        EXPECT_STRNE(SoftNdkGetLastErrorText(), "") << c.what;
+    }
+}
+
+TEST(AdapterOpenTest, LIFE_19_SeveralAdaptersAreIndependent) {
+    NDK_ADAPTER* a = nullptr;
+    NDK_ADAPTER* b = nullptr;
+    ASSERT_EQ(SoftNdkOpenAdapter(nullptr, &a), STATUS_SUCCESS);
+    ASSERT_EQ(SoftNdkOpenAdapter(nullptr, &b), STATUS_SUCCESS);
+    EXPECT_NE(a, b);
+    EXPECT_EQ(SoftNdkCloseAdapter(a), STATUS_SUCCESS);
+    NDK_ADAPTER_INFO info{};
+    ULONG size = sizeof(info);
+    EXPECT_EQ(b->Dispatch->NdkQueryAdapterInfo(b, &info, &size), STATUS_SUCCESS);
+    EXPECT_EQ(SoftNdkCloseAdapter(b), STATUS_SUCCESS);
+}
+
+}  // namespace
+}  // namespace softndk::test

@@ -1,0 +1,136 @@
+// The token table: random index + key, atomic lookup-and-reference, stale keys, draining.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "mem/token_table.h"
+#include "mem/token_target.h"
+
+namespace softndk::mem {
+namespace {
+
+TEST(TokenTableTest, TOK_ReservedSlotIsNotFindableUntilPublished) {
+    TokenTable table(1);
+    TokenTarget target;
+    uint32_t index = 0;
+    ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    EXPECT_NE(index, 0u);
+    TokenPair reserved = table.Tokens(index);
+    EXPECT_FALSE(table.Acquire(reserved.local, TokenKind::kLocal));
+    TokenPair published = table.Publish(index, &target);
+    TokenRef ref = table.Acquire(published.local, TokenKind::kLocal);
+    ASSERT_TRUE(ref);
+    EXPECT_EQ(ref.target(), &target);
+}
+
+TEST(TokenTableTest, TOK_LookupTakesAReferenceAndStaleKeysFail) {
+    TokenTable table(2);
+    TokenTarget target;
+    uint32_t index = 0;
+    ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    TokenPair tokens = table.Publish(index, &target);
+    {
+        TokenRef a = table.Acquire(tokens.local, TokenKind::kLocal);
+        TokenRef b = table.Acquire(tokens.remote, TokenKind::kRemote);
+        EXPECT_EQ(table.ReferenceCount(index), 2u);
+        EXPECT_FALSE(table.Acquire(tokens.local, TokenKind::kRemote)) << "a local token is not a remote one";
+        EXPECT_FALSE(table.Acquire(tokens.remote, TokenKind::kLocal));
+        EXPECT_FALSE(table.Acquire(tokens.local ^ 0x01, TokenKind::kLocal)) << "wrong key";
+        EXPECT_FALSE(table.Acquire(tokens.local ^ 0x100, TokenKind::kLocal)) << "wrong index";
+        EXPECT_FALSE(table.Acquire(0, TokenKind::kLocal));
+        EXPECT_FALSE(table.Acquire(0xFFFFFFFF, TokenKind::kLocal));
+    }
+    EXPECT_EQ(table.ReferenceCount(index), 0u);
+    EXPECT_TRUE(table.Retire(index, nullptr, nullptr));
+    EXPECT_FALSE(table.Acquire(tokens.local, TokenKind::kLocal)) << "retired";
+    TokenPair again = table.Publish(index, &target);
+    EXPECT_NE(again.local, tokens.local) << "the key changes on every publish";
+    EXPECT_NE(again.remote, tokens.remote);
+    EXPECT_FALSE(table.Acquire(tokens.local, TokenKind::kLocal)) << "the stale token stays dead";
+    EXPECT_TRUE(table.Acquire(again.local, TokenKind::kLocal));
+}
+
+struct DrainProbe {
+    int calls = 0;
+    static void Hook(void* context) { ++static_cast<DrainProbe*>(context)->calls; }
+};
+
+TEST(TokenTableTest, TOK_RetireWaitsForTheLastReference) {
+    TokenTable table(3);
+    TokenTarget target;
+    uint32_t index = 0;
+    ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    TokenPair tokens = table.Publish(index, &target);
+    TokenRef a = table.Acquire(tokens.local, TokenKind::kLocal);
+    TokenRef b = table.Acquire(tokens.local, TokenKind::kLocal);
+    DrainProbe probe;
+    EXPECT_FALSE(table.Retire(index, &DrainProbe::Hook, &probe));
+    EXPECT_FALSE(table.Acquire(tokens.local, TokenKind::kLocal)) << "no new references while draining";
+    EXPECT_EQ(a.target(), &target) << "held references still see the target";
+    a.Reset();
+    EXPECT_EQ(probe.calls, 0);
+    TokenRef moved = std::move(b);
+    EXPECT_FALSE(b);
+    moved.Reset();
+    EXPECT_EQ(probe.calls, 1);
+    table.Free(index);
+    EXPECT_EQ(table.LiveSlots(), 0u);
+}
+
+TEST(TokenTableTest, TOK_TokensAreDistinctAndNotAFixedStride) {
+    TokenTable table(0);
+    TokenTarget target;
+    std::set<uint32_t> tokens;
+    std::set<int64_t> strides;
+    uint32_t previous = 0;
+    for (int i = 0; i < 1000; ++i) {
+        uint32_t index = 0;
+        ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+        TokenPair pair = table.Publish(index, &target);
+        EXPECT_TRUE(tokens.insert(pair.local).second);
+        EXPECT_TRUE(tokens.insert(pair.remote).second);
+        if (i > 0) strides.insert(static_cast<int64_t>(pair.local) - previous);
+        previous = pair.local;
+    }
+    EXPECT_GT(strides.size(), 900u);
+}
+
+TEST(TokenTableTest, TOK_SameSeedSameTokens) {
+    TokenTable a(42);
+    TokenTable b(42);
+    TokenTarget target;
+    for (int i = 0; i < 10; ++i) {
+        uint32_t ia = 0;
+        uint32_t ib = 0;
+        ASSERT_EQ(a.Reserve(&ia), STATUS_SUCCESS);
+        ASSERT_EQ(b.Reserve(&ib), STATUS_SUCCESS);
+        EXPECT_EQ(a.Publish(ia, &target).local, b.Publish(ib, &target).local);
+    }
+}
+
+TEST(TokenTableTest, TOK_CapacityLimitIsEnforced) {
+    TokenTable table(5, 3);
+    uint32_t index = 0;
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    EXPECT_EQ(table.Reserve(&index), STATUS_INSUFFICIENT_RESOURCES);
+    table.Free(index);
+    EXPECT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+}
+
+TEST(TokenTableTest, TOK_PublishAvoidsTheOwnersPreviousTokens) {
+    TokenTable table(9);
+    TokenTarget target;
+    uint32_t index = 0;
+    ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    TokenPair first = table.Publish(index, &target);
+    for (int i = 0; i < 200; ++i) {
+        ASSERT_TRUE(table.Retire(index, nullptr, nullptr));
+        TokenPair next = table.Publish(index, &target, first);
+        EXPECT_NE(next.local, first.local);
+        EXPECT_NE(next.remote, first.remote);
+        first = next;
+    }
+}
+
+}  // namespace
+}  // namespace softndk::mem

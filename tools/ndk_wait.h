@@ -1,0 +1,62 @@
+/* Tiny helpers shared by the C tools: wait for an NDK completion whether the call pended or not. */
+#ifndef SOFTNDK_TOOLS_NDK_WAIT_H
+#define SOFTNDK_TOOLS_NDK_WAIT_H
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <softndk/softndk.h>
+
+typedef struct {
+    atomic_int done;
+    NTSTATUS status;
+    NDK_OBJECT_HEADER* object;
+} ndk_wait_t;
+
+static inline void ndk_wait_on_request(PVOID context, NTSTATUS status) {
+    ndk_wait_t* wait = (ndk_wait_t*)context;
+    wait->status = status;
+    atomic_store(&wait->done, 1);
+}
+static inline void ndk_wait_on_create(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
+    ndk_wait_t* wait = (ndk_wait_t*)context;
+    wait->object = object;
+    ndk_wait_on_request(context, status);
+}
+static inline void ndk_wait_on_close(PVOID context) {
+    ndk_wait_on_request(context, STATUS_SUCCESS);
+}
+
+/* The final status of a call that returned `returned`. */
+static inline NTSTATUS ndk_wait(ndk_wait_t* wait, NTSTATUS returned) {
+    if (returned != STATUS_PENDING) return returned;
+    while (!atomic_load(&wait->done)) sched_yield();
+    return wait->status;
+}
+
+static inline double ndk_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec * 1e9 + (double)now.tv_nsec;
+}
+
+static inline void ndk_check(NTSTATUS status, const char* what) {
+    if (!NT_SUCCESS(status)) {
+        fprintf(stderr, "%s failed: 0x%08X %s\n", what, (unsigned)status, SoftNdkGetLastErrorText());
+        exit(1);
+    }
+}
+
+static inline ULONG ndk_parse_mode(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--pend") == 0) return SOFTNDK_COMPLETION_PEND;
+        if (strcmp(argv[i], "--random") == 0) return SOFTNDK_COMPLETION_RANDOM;
+    }
+    return SOFTNDK_COMPLETION_INLINE;
+}
+
+#endif

@@ -1,0 +1,69 @@
+/* ndkinfo: the adapter's NDK_ADAPTER_INFO, printed the way ibv_devinfo prints a device. */
+#include <arpa/inet.h>
+
+#include "ndk_wait.h"
+
+static void print_size(const char* name, unsigned long long bytes) {
+    printf("\t%-28s%llu (%.1f GiB)\n", name, bytes, (double)bytes / (1ull << 30));
+}
+
+int main(int argc, char** argv) {
+    (void)argc;
+    (void)argv;
+    SOFTNDK_ADAPTER_CONFIG config;
+    SoftNdkInitAdapterConfig(&config);
+    NDK_ADAPTER* adapter = NULL;
+    ndk_check(SoftNdkOpenAdapter(&config, &adapter), "SoftNdkOpenAdapter");
+    NDK_ADAPTER_INFO info;
+    ULONG size = sizeof(info);
+    ndk_check(adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size), "NdkQueryAdapterInfo");
+
+    static const char* technologies[] = {"undefined", "iWARP", "InfiniBand", "RoCE", "RoCEv2"};
+    printf("hca_id:\tsoftndk0\n");
+    printf("\t%-28s%s (%d)\n", "transport:", technologies[info.RdmaTechnology], (int)info.RdmaTechnology);
+    printf("\t%-28s%u.%u\n", "ndk_version:", info.Version.Major, info.Version.Minor);
+    printf("\t%-28s0x%06x\n", "vendor_id:", info.VendorId);
+    printf("\t%-28s0x%04x\n", "device_id:", info.DeviceId);
+    print_size("max_registration_size:", info.MaxRegistrationSize);
+    print_size("max_window_size:", info.MaxWindowSize);
+    printf("\t%-28s%u\n", "frmr_page_count:", info.FRMRPageCount);
+    printf("\t%-28s%u\n", "max_initiator_sge:", info.MaxInitiatorRequestSge);
+    printf("\t%-28s%u\n", "max_receive_sge:", info.MaxReceiveRequestSge);
+    printf("\t%-28s%u\n", "max_read_sge:", info.MaxReadRequestSge);
+    printf("\t%-28s%u\n", "max_transfer_length:", info.MaxTransferLength);
+    printf("\t%-28s%u\n", "max_inline_data:", info.MaxInlineDataSize);
+    printf("\t%-28s%u\n", "max_inbound_read_limit:", info.MaxInboundReadLimit);
+    printf("\t%-28s%u\n", "max_outbound_read_limit:", info.MaxOutboundReadLimit);
+    printf("\t%-28s%u\n", "max_receive_queue_depth:", info.MaxReceiveQueueDepth);
+    printf("\t%-28s%u\n", "max_initiator_queue_depth:", info.MaxInitiatorQueueDepth);
+    printf("\t%-28s%u\n", "max_srq_depth:", info.MaxSrqDepth);
+    printf("\t%-28s%u\n", "max_cq_depth:", info.MaxCqDepth);
+    printf("\t%-28s%u\n", "large_request_threshold:", info.LargeRequestThreshold);
+    printf("\t%-28s%u\n", "max_caller_data:", info.MaxCallerData);
+    printf("\t%-28s%u\n", "max_callee_data:", info.MaxCalleeData);
+    printf("\t%-28s0x%08x\n", "adapter_flags:", info.AdapterFlags);
+    static const struct {
+        ULONG flag;
+        const char* name;
+    } flags[] = {
+        {NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED, "IN_ORDER_DMA_SUPPORTED"},
+        {NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED, "RDMA_READ_SINK_NOT_REQUIRED"},
+        {NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED, "CQ_INTERRUPT_MODERATION_SUPPORTED"},
+        {NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED, "MULTI_ENGINE_SUPPORTED"},
+        {NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED, "RDMA_READ_LOCAL_INVALIDATE_SUPPORTED"},
+        {NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED, "CQ_RESIZE_SUPPORTED"},
+        {NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED, "LOOPBACK_CONNECTIONS_SUPPORTED"},
+    };
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); ++i)
+        if (info.AdapterFlags & flags[i].flag) printf("\t%-28s%s\n", "", flags[i].name);
+    for (ULONG i = 0; i < config.LocalAddressCount; ++i) {
+        char text[INET6_ADDRSTRLEN];
+        const SOCKADDR_INET* address = &config.LocalAddresses[i];
+        if (address->si_family == AF_INET)
+            inet_ntop(AF_INET, &address->Ipv4.sin_addr, text, sizeof(text));
+        else
+            inet_ntop(AF_INET6, &address->Ipv6.sin6_addr, text, sizeof(text));
+        printf("\t%-28s%s\n", i == 0 ? "local_addresses:" : "", text);
+    }
+    return SoftNdkCloseAdapter(adapter) == STATUS_SUCCESS ? 0 : 1;
+}
