@@ -31,14 +31,19 @@ NTSTATUS ResolveMdlChain(const MDL* chain, size_t length, std::vector<uint8_t*>&
     size_t remaining = length;
     PFN_NUMBER previous_pfn = 0;
 
+    constexpr PFN_NUMBER kMaxPfn = UINTPTR_MAX >> PAGE_SHIFT;
     mm::LockedPageRegistry::Reader registry(mm::LockedPageRegistry::Instance());
-    size_t run_start = 0;  // first index of the current PFN run, validated as one range
-    auto close_run = [&](size_t end) {
-        if (end == run_start) return true;
-        PFN_NUMBER first = reinterpret_cast<uintptr_t>(pages[run_start]) >> PAGE_SHIFT;
-        bool ok = registry.IsLocked(first, end - run_start);
-        run_start = end;
-        return ok;
+    // Validates pfns[0, count) as runs of consecutive PFNs; each run must be locked.
+    auto validate_runs = [&](const PFN_NUMBER* pfns, size_t count) {
+        size_t run_start = 0;
+        for (size_t k = 1; k <= count; ++k) {
+            if (k < count && pfns[k] == pfns[k - 1] + 1) continue;
+            if (pfns[run_start] > kMaxPfn || pfns[k - 1] > kMaxPfn || pfns[k - 1] < pfns[run_start] ||
+                !registry.IsLocked(pfns[run_start], k - run_start))
+                return false;
+            run_start = k;
+        }
+        return true;
     };
 
     for (const MDL* mdl = chain; remaining > 0; mdl = mdl->Next) {
@@ -49,26 +54,35 @@ NTSTATUS ResolveMdlChain(const MDL* chain, size_t length, std::vector<uint8_t*>&
         const size_t take = mdl->ByteCount < remaining ? mdl->ByteCount : remaining;
         const ULONG span = ADDRESS_AND_SIZE_TO_SPAN_PAGES(mdl_va, take);
         const PFN_NUMBER* pfns = MmGetMdlPfnArray(mdl);
-        ULONG j = 0;
+        size_t skip = 0;
         if (filled > 0 && BYTE_OFFSET(mdl_va) != 0) {
             // The chain splits inside a page: this MDL's first page is the previous MDL's last page.
             if (pfns[0] != previous_pfn) return Invalid("two MDLs give different PFNs for one virtual page");
-            j = 1;
+            skip = 1;
         }
-        for (; j < span; ++j) {
-            const PFN_NUMBER pfn = pfns[j];
-            if (pfn > (UINTPTR_MAX >> PAGE_SHIFT)) return Invalid("a PFN is beyond the address space");
-            if (filled >= total_pages) return Invalid("MDL spans more pages than its range");
-            if (filled > run_start && pfn != previous_pfn + 1 && !close_run(filled))
-                return Invalid("a PFN names a page that is not locked");
-            pages[filled++] = HostPage(pfn);
-            previous_pfn = pfn;
+        const PFN_NUMBER* source = pfns + skip;
+        const size_t count = span - skip;
+        if (count > total_pages - filled) return Invalid("MDL spans more pages than its range");
+        if (count > 0) {
+            // One pass the compiler vectorises: write the page table and check for a single PFN run.
+            uint8_t** destination = pages.data() + filled;
+            const PFN_NUMBER first = source[0];
+            PFN_NUMBER mismatch = 0;
+            for (size_t k = 0; k < count; ++k) {
+                const PFN_NUMBER pfn = source[k];
+                destination[k] = HostPage(pfn);
+                mismatch |= pfn ^ (first + k);
+            }
+            const bool valid = mismatch == 0 ? first <= kMaxPfn - (count - 1) && registry.IsLocked(first, count)
+                                             : validate_runs(source, count);
+            if (!valid) return Invalid("a PFN names a page that is not locked");
+            previous_pfn = source[count - 1];
+            filled += count;
         }
         cursor += take;
         remaining -= take;
     }
     if (filled != total_pages) return Invalid("page count mismatch");
-    if (!close_run(filled)) return Invalid("a PFN names a page that is not locked");
 
     out.base_va = base;
     out.first_byte_offset = BYTE_OFFSET(base);

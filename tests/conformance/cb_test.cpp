@@ -94,6 +94,7 @@ TEST_P(CbTest, LIFE_03_HeadersAreInitialised) {
 struct FaultCase {
     const char* function;
     bool asynchronous;
+    const char* requirement;  // the requirement that names this call's asynchronous failure
 };
 
 class FaultTest : public ::testing::TestWithParam<FaultCase> {
@@ -213,17 +214,19 @@ TEST_P(FaultTest, CB_03_InjectedFailureIsDeliveredAndChangesNothing) {
     CloseObject(&pd->Header);
 }
 
-INSTANTIATE_TEST_SUITE_P(Functions, FaultTest,
-                         ::testing::Values(FaultCase{"NdkCreatePd", false}, FaultCase{"NdkCreatePd", true},
-                                           FaultCase{"NdkCreateMr", false}, FaultCase{"NdkCreateMr", true},
-                                           FaultCase{"NdkRegisterMr", false}, FaultCase{"NdkRegisterMr", true},
-                                           FaultCase{"NdkDeregisterMr", false}, FaultCase{"NdkDeregisterMr", true},
-                                           FaultCase{"NdkInitializeFastRegisterMr", false},
-                                           FaultCase{"NdkInitializeFastRegisterMr", true},
-                                           FaultCase{"NdkBuildLam", false}, FaultCase{"NdkBuildLam", true}),
-                         [](const ::testing::TestParamInfo<FaultCase>& info) {
-                             return std::string(info.param.function) + (info.param.asynchronous ? "Async" : "Inline");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Functions, FaultTest,
+    ::testing::Values(FaultCase{"NdkCreatePd", false, "LIFE_01"}, FaultCase{"NdkCreatePd", true, "LIFE_01"},
+                      FaultCase{"NdkCreateMr", false, "MR_03"}, FaultCase{"NdkCreateMr", true, "MR_03"},
+                      FaultCase{"NdkRegisterMr", false, "MR_16"}, FaultCase{"NdkRegisterMr", true, "MR_16"},
+                      FaultCase{"NdkDeregisterMr", false, "MR_19"}, FaultCase{"NdkDeregisterMr", true, "MR_19"},
+                      FaultCase{"NdkInitializeFastRegisterMr", false, "FR_05"},
+                      FaultCase{"NdkInitializeFastRegisterMr", true, "FR_05"},
+                      FaultCase{"NdkBuildLam", false, "LAM_09"}, FaultCase{"NdkBuildLam", true, "LAM_09"}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) {
+        return std::string(info.param.requirement) + "_" + info.param.function +
+               (info.param.asynchronous ? "Async" : "Inline");
+    });
 
 TEST(FaultProbabilityTest, CB_03_SeededFractionIsReproducible) {
     auto failures_with_seed = [](ULONG seed) {

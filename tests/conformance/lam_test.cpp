@@ -190,6 +190,22 @@ TEST_P(LamTest, LAM_17_PrivilegedTokenMayBeAReadSinkWhenNotRequired) {
     EXPECT_NE(ref.target()->rights & mem::kRightReadSink, 0u);
 }
 
+class LamReadSinkRequiredTest : public LamTest {
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Limits.AdapterFlags &= ~NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED;
+    }
+};
+SOFTNDK_ALL_MODES(LamReadSinkRequiredTest);
+
+TEST_P(LamReadSinkRequiredTest, LAM_17_PrivilegedTokenIsNoReadSinkWhenSinksNeedTheFlag) {
+    UINT32 token = 0;
+    pd_->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd_, &token);
+    mem::TokenRef ref = adapter().tokens.Acquire(token, mem::TokenKind::kLocal);
+    ASSERT_TRUE(ref);
+    EXPECT_EQ(ref.target()->rights & mem::kRightReadSink, 0u);
+    EXPECT_NE(ref.target()->rights & mem::kRightLocalWrite, 0u);
+}
+
 TEST_P(LamTest, LAM_18_AdapterCloseReleasesLeftoverLams) {
     LockedBuffer buffer(2);
     LamBuffer lam(2);

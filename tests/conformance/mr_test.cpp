@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+
 namespace softndk::test {
 namespace {
 
@@ -304,6 +306,51 @@ TEST_P(MrReadSinkRequiredTest, MR_13_ReadSinkRightOnlyWithTheFlag) {
               STATUS_SUCCESS);
     EXPECT_NE(TargetOf(mr).rights & mem::kRightReadSink, 0u);
     Close(&mr->Header);
+}
+
+TEST_P(MrTest, MR_14_ReadSinkMayAccompanyEveryOtherFlag) {
+    LockedBuffer buffer(1);
+    NDK_MR* mr = CreateMr(false);
+    for (ULONG flags : {0x0u, 0x1u, 0x2u, 0x3u, 0x5u, 0x7u}) {
+        ASSERT_EQ(Register(mr, buffer.mdl(), buffer.bytes(), flags | NDK_MR_FLAG_RDMA_READ_SINK), STATUS_SUCCESS)
+            << flags;
+        EXPECT_NE(TargetOf(mr).rights & mem::kRightReadSink, 0u);
+        ASSERT_EQ(Deregister(mr), STATUS_SUCCESS);
+    }
+    Close(&mr->Header);
+}
+
+struct ReentrantRegister {
+    NDK_MR* mr;
+    MDL* mdl;
+    Completion nested;
+    std::atomic<NTSTATUS> nested_returned{STATUS_UNSUCCESSFUL};
+    std::atomic<bool> done{false};
+};
+
+VOID RegisterAgainFromCompletion(PVOID context, NTSTATUS) {
+    auto* ctx = static_cast<ReentrantRegister*>(context);
+    // MR-21/CB-12: provider functions may be called from inside a callback and must not block on it.
+    ctx->nested_returned = ctx->mr->Dispatch->NdkDeregisterMr(ctx->mr, &Completion::OnRequest, &ctx->nested);
+    ctx->done = true;
+}
+
+TEST_P(MrTest, MR_21_CallsFromInsideACompletionDoNotBlock) {
+    LockedBuffer buffer(1);
+    ReentrantRegister ctx;
+    ctx.mr = CreateMr(false);
+    ctx.mdl = buffer.mdl();
+    NTSTATUS returned =
+        ctx.mr->Dispatch->NdkRegisterMr(ctx.mr, buffer.mdl(), buffer.bytes(), 0, &RegisterAgainFromCompletion, &ctx);
+    if (returned != STATUS_PENDING) {
+        ASSERT_EQ(returned, STATUS_SUCCESS);
+        RegisterAgainFromCompletion(&ctx, returned);
+    }
+    for (int i = 0; i < 5000 && !ctx.done; ++i) usleep(1000);
+    ASSERT_TRUE(ctx.done);
+    EXPECT_EQ(ctx.nested.Wait(ctx.nested_returned), STATUS_SUCCESS);
+    EXPECT_EQ(StateOf(ctx.mr), mem::MemoryRegion::State::kIdle);
+    Close(&ctx.mr->Header);
 }
 
 TEST_P(MrTest, MR_16_RegisterRejectsNullArgumentsInline) {
