@@ -85,27 +85,6 @@ NTSTATUS CreatePd(NDK_ADAPTER* handle, NDK_FN_CREATE_COMPLETION completion, PVOI
                      [adapter](NDK_OBJECT_HEADER** header) { return MakePd(adapter, header); });
 }
 
-// Not built yet (issue 3: CQ, connection management). Say so instead of pretending.
-NTSTATUS NotYet(const char* what) {
-    SetLastErrorText("%s is not implemented yet in softndk (data path / connection management)", what);
-    return STATUS_NOT_SUPPORTED;
-}
-NTSTATUS CreateCq(NDK_ADAPTER*, ULONG, NDK_FN_CQ_NOTIFICATION_CALLBACK, PVOID, GROUP_AFFINITY*,
-                  NDK_FN_CREATE_COMPLETION, PVOID, NDK_CQ**) {
-    return NotYet("NdkCreateCq");
-}
-NTSTATUS CreateSharedEndpoint(NDK_ADAPTER*, const PSOCKADDR, ULONG, NDK_FN_CREATE_COMPLETION, PVOID,
-                              NDK_SHARED_ENDPOINT**) {
-    return NotYet("NdkCreateSharedEndpoint");
-}
-NTSTATUS CreateConnector(NDK_ADAPTER*, NDK_FN_CREATE_COMPLETION, PVOID, NDK_CONNECTOR**) {
-    return NotYet("NdkCreateConnector");
-}
-NTSTATUS CreateListener(NDK_ADAPTER*, NDK_FN_CONNECT_EVENT_CALLBACK, PVOID, NDK_FN_CREATE_COMPLETION, PVOID,
-                        NDK_LISTENER**) {
-    return NotYet("NdkCreateListener");
-}
-
 // LAM-01 … LAM-11. The LAM's AdapterContext is the mapping record.
 NTSTATUS BuildLam(NDK_ADAPTER* handle, MDL* mdl, SIZE_T length, NDK_FN_REQUEST_COMPLETION completion, PVOID context,
                   NDK_LOGICAL_ADDRESS_MAPPING* lam, ULONG* lam_size, ULONG* fbo) {

@@ -11,8 +11,9 @@ uint64_t LockableBytes();
 // The provider's true limits: advertising more than these is refused at open.
 NDK_ADAPTER_INFO DefaultAdapterInfo();
 // Flags the provider honours and may advertise; a config may clear these, never add others.
-constexpr ULONG kHonouredAdapterFlags =
-    NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED | NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED;
+constexpr ULONG kHonouredAdapterFlags = NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED |
+                                        NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED |
+                                        NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED;
 // STATUS_SUCCESS, NDIS_STATUS_BAD_VERSION, STATUS_NOT_SUPPORTED or STATUS_INVALID_PARAMETER (last-error text).
 NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config);
 

@@ -10,10 +10,15 @@
 #include <softndk/softndk.h>
 
 #include "api/lifetime.h"
+#include "cm/fabric.h"
 #include "engine/completion_executor.h"
+#include "engine/completion_queue.h"
+#include "engine/queue_pair.h"
+#include "engine/receive_queue.h"
 #include "engine/fault_injector.h"
 #include "mem/logical_address_space.h"
 #include "mem/memory_region.h"
+#include "mem/memory_window.h"
 #include "mem/token_table.h"
 
 namespace softndk::api {
@@ -65,6 +70,80 @@ struct MrObject {
         : lifetime(ops, this, &owner->lifetime), pd(owner), region(owner->adapter->tokens, fast, owner) {}
 };
 
+struct CqObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeCq;
+    static constexpr uint32_t kMagic = 0x43514F42;  // "CQOB"
+    NDK_CQ ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    AdapterObject* adapter;
+    NDK_FN_CQ_NOTIFICATION_CALLBACK notify;
+    PVOID notify_context;
+    engine::CompletionQueue queue;
+
+    CqObject(AdapterObject* owner, uint32_t depth, NDK_FN_CQ_NOTIFICATION_CALLBACK callback, PVOID context,
+             const Lifetime::Ops& ops);
+};
+
+struct SrqObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeSrq;
+    static constexpr uint32_t kMagic = 0x53525142;  // "SRQB"
+    NDK_SRQ ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    PdObject* pd;
+    engine::ReceiveQueue queue;
+    NDK_FN_SRQ_NOTIFICATION_CALLBACK notify;
+    PVOID notify_context;
+
+    SrqObject(PdObject* owner, uint32_t depth, uint32_t max_sge, const Lifetime::Ops& ops)
+        : lifetime(ops, this, &owner->lifetime),
+          pd(owner),
+          queue(depth, max_sge),
+          notify(nullptr),
+          notify_context(nullptr) {}
+};
+
+struct ConnectorObject;
+
+struct QpObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeQp;
+    static constexpr uint32_t kMagic = 0x51504F42;  // "QPOB"
+    NDK_QP ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    PdObject* pd;
+    CqObject* receive_cq;
+    CqObject* initiator_cq;
+    SrqObject* srq;
+    std::unique_ptr<engine::ReceiveQueue> own_receive_queue;
+    engine::QueuePair qp;
+    std::atomic<bool> associated{false};  // taken by a connector (CM-28: never reused)
+
+    QpObject(PdObject* owner, CqObject* rcq, CqObject* icq, SrqObject* shared, std::unique_ptr<engine::ReceiveQueue> rq,
+             const engine::QueuePair::Params& params, const Lifetime::Ops& ops)
+        : lifetime(ops, this, &owner->lifetime),
+          pd(owner),
+          receive_cq(rcq),
+          initiator_cq(icq),
+          srq(shared),
+          own_receive_queue(std::move(rq)),
+          qp(params) {}
+};
+
+struct MwObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeMw;
+    static constexpr uint32_t kMagic = 0x4D574F42;  // "MWOB"
+    NDK_MW ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    PdObject* pd;
+    mem::MemoryWindow window;
+
+    MwObject(PdObject* owner, const Lifetime::Ops& ops)
+        : lifetime(ops, this, &owner->lifetime), pd(owner), window(owner->adapter->tokens, owner) {}
+};
+
 // Returns the object behind a handle, or nullptr for NULL, a wrong type or a closed/foreign object.
 template <class Object, class Handle>
 Object* FromHandle(Handle* handle) {
@@ -91,5 +170,33 @@ NTSTATUS QueryExtensionInterface(NDK_OBJECT_HEADER* object, GUID* id, NDK_VERSIO
 extern const NDK_ADAPTER_DISPATCH kAdapterDispatch;
 extern const NDK_PD_DISPATCH kPdDispatch;
 extern const NDK_MR_DISPATCH kMrDispatch;
+extern const NDK_CQ_DISPATCH kCqDispatch;
+extern const NDK_QP_DISPATCH kQpDispatch;
+extern const NDK_SRQ_DISPATCH kSrqDispatch;
+extern const NDK_MW_DISPATCH kMwDispatch;
+extern const NDK_CONNECTOR_DISPATCH kConnectorDispatch;
+extern const NDK_LISTENER_DISPATCH kListenerDispatch;
+extern const NDK_SHARED_ENDPOINT_DISPATCH kSharedEndpointDispatch;
+
+// Create functions that live beside their object's dispatch table.
+NTSTATUS CreateCq(NDK_ADAPTER* adapter, ULONG depth, NDK_FN_CQ_NOTIFICATION_CALLBACK notification, PVOID context,
+                  GROUP_AFFINITY* affinity, NDK_FN_CREATE_COMPLETION completion, PVOID request_context, NDK_CQ** out);
+NTSTATUS CreateConnector(NDK_ADAPTER* adapter, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_CONNECTOR** out);
+NTSTATUS CreateListener(NDK_ADAPTER* adapter, NDK_FN_CONNECT_EVENT_CALLBACK connect_event, PVOID connect_context,
+                        NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_LISTENER** out);
+NTSTATUS CreateSharedEndpoint(NDK_ADAPTER* adapter, const PSOCKADDR address, ULONG length,
+                              NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_SHARED_ENDPOINT** out);
+NTSTATUS CreateMw(NDK_PD* pd, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_MW** out);
+NTSTATUS CreateSrq(NDK_PD* pd, ULONG depth, ULONG max_sge, ULONG threshold, NDK_FN_SRQ_NOTIFICATION_CALLBACK notify,
+                   PVOID notify_context, GROUP_AFFINITY* affinity, NDK_FN_CREATE_COMPLETION completion, PVOID context,
+                   NDK_SRQ** out);
+NTSTATUS CreateQp(NDK_PD* pd, NDK_CQ* receive_cq, NDK_CQ* initiator_cq, PVOID qp_context, ULONG receive_depth,
+                  ULONG initiator_depth, ULONG max_receive_sge, ULONG max_initiator_sge, ULONG inline_size,
+                  NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_QP** out);
+NTSTATUS CreateQpWithSrq(NDK_PD* pd, NDK_CQ* receive_cq, NDK_CQ* initiator_cq, NDK_SRQ* srq, PVOID qp_context,
+                         ULONG initiator_depth, ULONG max_initiator_sge, ULONG inline_size,
+                         NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_QP** out);
+// Local and peer addresses of a connector, for the listener/shared-endpoint code.
+bool AdapterOwnsAddress(const AdapterObject& adapter, const cm::Endpoint& endpoint, bool allow_wildcard);
 
 }  // namespace softndk::api

@@ -16,8 +16,7 @@ NTSTATUS Invalid(const char* why) {
 // ---- MR lifetime: a registered MR deregisters when closed, and the close waits for the drain ----
 bool MrTeardown(void* object) {
     auto* mr = static_cast<MrObject*>(object);
-    if (mr->region.state() != mem::MemoryRegion::State::kRegistered) return true;
-    NTSTATUS status = mr->region.Deregister([mr](NTSTATUS) { mr->lifetime.TeardownDone(); });
+    NTSTATUS status = mr->region.Shutdown([mr](NTSTATUS) { mr->lifetime.TeardownDone(); });
     return status != STATUS_PENDING;
 }
 void MrDestroy(void* object) {
@@ -47,26 +46,6 @@ NTSTATUS CreateMr(NDK_PD* handle, BOOLEAN fast_register, NDK_FN_CREATE_COMPLETIO
                          *header = &mr->ndk.Header;
                          return STATUS_SUCCESS;
                      });
-}
-
-NTSTATUS NotYet(const char* what) {
-    SetLastErrorText("%s is not implemented yet in softndk (data path)", what);
-    return STATUS_NOT_SUPPORTED;
-}
-NTSTATUS CreateMw(NDK_PD*, NDK_FN_CREATE_COMPLETION, PVOID, NDK_MW**) {
-    return NotYet("NdkCreateMw");
-}
-NTSTATUS CreateSrq(NDK_PD*, ULONG, ULONG, ULONG, NDK_FN_SRQ_NOTIFICATION_CALLBACK, PVOID, GROUP_AFFINITY*,
-                   NDK_FN_CREATE_COMPLETION, PVOID, NDK_SRQ**) {
-    return NotYet("NdkCreateSrq");
-}
-NTSTATUS CreateQp(NDK_PD*, NDK_CQ*, NDK_CQ*, PVOID, ULONG, ULONG, ULONG, ULONG, ULONG, NDK_FN_CREATE_COMPLETION, PVOID,
-                  NDK_QP**) {
-    return NotYet("NdkCreateQp");
-}
-NTSTATUS CreateQpWithSrq(NDK_PD*, NDK_CQ*, NDK_CQ*, NDK_SRQ*, PVOID, ULONG, ULONG, ULONG, NDK_FN_CREATE_COMPLETION,
-                         PVOID, NDK_QP**) {
-    return NotYet("NdkCreateQpWithSrq");
 }
 
 // LAM-14: VOID, cannot fail; a bad PD or NULL output is ignored with a last-error text.

@@ -1,6 +1,7 @@
 #include "mem/memory_region.h"
 
 #include "common/last_error.h"
+#include "mem/logical_address_space.h"
 #include "mem/mdl_chain.h"
 
 namespace softndk::mem {
@@ -75,7 +76,7 @@ NTSTATUS MemoryRegion::Register(const MDL* mdl, SIZE_T length, ULONG flags, cons
     target_.base_va = chain.base_va;
     target_.length = length;
     target_.rights = rights;
-    target_.first_byte_offset = chain.first_byte_offset;
+    target_.page_offset = chain.first_byte_offset;
     slot_ = slot;
     token_pair_ = tokens_.Publish(slot, &target_, token_pair_);  // findable only now, fully built
     state_ = State::kRegistered;
@@ -83,21 +84,29 @@ NTSTATUS MemoryRegion::Register(const MDL* mdl, SIZE_T length, ULONG flags, cons
 }
 
 NTSTATUS MemoryRegion::Deregister(DrainDone done) {
-    uint32_t slot;
-    {
-        std::lock_guard lock(mutex_);
-        if (fast_register_) return WrongState("NdkDeregisterMr on a fast-register MR (MR-18, AMB-26)");
-        if (state_ != State::kRegistered) return WrongState("NdkDeregisterMr: the MR is not registered (MR-18)");
-        state_ = State::kDraining;
-        drain_done_ = std::move(done);
-        slot = slot_;
-    }
+    std::unique_lock lock(mutex_);
+    if (fast_register_) return WrongState("NdkDeregisterMr on a fast-register MR (MR-18, AMB-26)");
+    if (state_ != State::kRegistered) return WrongState("NdkDeregisterMr: the MR is not registered (MR-18)");
+    if (bound_windows() != 0) return WrongState("NdkDeregisterMr: memory windows are bound to the MR (MW-12)");
+    drain_done_ = std::move(done);
+    return RetireLocked(lock, State::kIdle);
+}
+
+// Stops lookups of the current tokens. Returns STATUS_SUCCESS when nothing held them (state is `after` now),
+// else STATUS_PENDING: the state is kDraining until the last reference goes, then `after`.
+NTSTATUS MemoryRegion::RetireLocked(std::unique_lock<std::mutex>& lock, State after) {
+    state_ = State::kDraining;
+    after_drain_ = after;
+    const uint32_t slot = slot_;
+    lock.unlock();
     if (!tokens_.Retire(slot, &MemoryRegion::OnDrained, this)) return STATUS_PENDING;
-    std::lock_guard lock(mutex_);
-    tokens_.Free(slot_);
-    slot_ = 0;
+    lock.lock();
+    if (after == State::kIdle) {
+        tokens_.Free(slot_);
+        slot_ = 0;
+    }
     drain_done_ = nullptr;
-    state_ = State::kIdle;
+    state_ = after;
     return STATUS_SUCCESS;
 }
 
@@ -106,12 +115,101 @@ void MemoryRegion::OnDrained(void* self) {
     DrainDone done;
     {
         std::lock_guard lock(region->mutex_);
-        region->tokens_.Free(region->slot_);
-        region->slot_ = 0;
-        region->state_ = State::kIdle;
+        if (region->after_drain_ == State::kIdle) {
+            region->tokens_.Free(region->slot_);
+            region->slot_ = 0;
+        }
+        region->state_ = region->after_drain_;
         done = std::move(region->drain_done_);
     }
     if (done) done(STATUS_SUCCESS);
+}
+
+NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array,
+                                    ULONG page_count, ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags,
+                                    const RegistrationLimits& limits) {
+    constexpr ULONG kAccepted = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_ALLOW_REMOTE_READ |
+                                NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_DEFER |
+                                NDK_OP_FLAG_RDMA_READ_SINK;  // FR-15, AMB-03
+    if (!fast_register_) return WrongState("NdkFastRegister on a regular MR (FR-08)");
+    if ((flags & ~kAccepted) != 0 || page_array == nullptr || page_count == 0 || fbo >= PAGE_SIZE || length == 0) {
+        SetLastErrorText("NdkFastRegister: bad flags, page array, page count, FBO or length");
+        return STATUS_INVALID_PARAMETER;
+    }
+    // AMB-01: remote write is the whole 0x30 mask.
+    if ((flags & 0x20) != 0 && (flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) == 0) {
+        SetLastErrorText("NdkFastRegister: 0x20 without ALLOW_LOCAL_WRITE is not NDK_OP_FLAG_ALLOW_REMOTE_WRITE");
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (length > static_cast<uint64_t>(page_count) * PAGE_SIZE - fbo || length > limits.max_registration_size) {
+        SetLastErrorText("NdkFastRegister: Length exceeds AdapterPageCount * PAGE_SIZE - FBO (FR-12)");
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (base_va % PAGE_SIZE != fbo || base_va + length < base_va) {
+        SetLastErrorText("NdkFastRegister: BaseVirtualAddress must be a multiple of PAGE_SIZE plus FBO (FR-13)");
+        return STATUS_INVALID_PARAMETER;
+    }
+    std::unique_lock lock(mutex_);
+    if (state_ != State::kFastInitialized)
+        return WrongState("NdkFastRegister: the MR is not initialised, or still registered (invalidate first)");
+    if (page_count > fast_page_capacity_) {
+        SetLastErrorText("NdkFastRegister: %u pages exceed the %u the MR was initialised for (FR-02)", page_count,
+                         fast_page_capacity_);
+        return STATUS_INVALID_PARAMETER;
+    }
+    const bool remote = (flags & (NDK_OP_FLAG_ALLOW_REMOTE_READ | 0x20)) != 0;
+    if (remote && !fast_remote_access_) {
+        SetLastErrorText("NdkFastRegister: remote access on an MR initialised without RemoteAccess (FR-16)");
+        return STATUS_ACCESS_VIOLATION;
+    }
+    pages_.resize(page_count);  // within the capacity reserved at initialisation
+    for (ULONG i = 0; i < page_count; ++i) {
+        const auto logical = static_cast<uint64_t>(page_array[i].QuadPart);
+        uint8_t* host = logical % PAGE_SIZE == 0 ? space.Resolve(logical) : nullptr;
+        if (host == nullptr) {
+            SetLastErrorText("NdkFastRegister: page %u (0x%llx) is not a page of a live LAM (FR-09/10)", i,
+                             static_cast<unsigned long long>(logical));
+            return STATUS_INVALID_PARAMETER;
+        }
+        pages_[i] = host;
+    }
+    uint32_t rights = kRightLocalRead;
+    if (flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) rights |= kRightLocalWrite;
+    if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ) rights |= kRightRemoteRead;
+    if ((flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) == NDK_OP_FLAG_ALLOW_REMOTE_WRITE) rights |= kRightRemoteWrite;
+    if (!limits.read_sink_required || (flags & NDK_OP_FLAG_RDMA_READ_SINK)) rights |= kRightReadSink;
+    target_.base_va = base_va;
+    target_.length = length;
+    target_.rights = rights;
+    target_.page_offset = fbo;
+    target_.invalidatable = this;
+    token_pair_ = tokens_.Publish(slot_, &target_, token_pair_);  // FR-19: fresh tokens, findable now
+    state_ = State::kFastRegistered;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS MemoryRegion::Shutdown(DrainDone done) {
+    std::unique_lock lock(mutex_);
+    if (state_ != State::kRegistered && state_ != State::kFastRegistered) return STATUS_SUCCESS;
+    drain_done_ = std::move(done);
+    return RetireLocked(lock, State::kIdle);
+}
+
+NTSTATUS MemoryRegion::Invalidate() {
+    std::unique_lock lock(mutex_);
+    if (!fast_register_) return WrongState("NdkInvalidate of an MR registered by NdkRegisterMr (TOK-16, AMB-07)");
+    if (state_ != State::kFastRegistered) return WrongState("NdkInvalidate: the MR is not fast-registered");
+    if (bound_windows() != 0) return WrongState("NdkInvalidate: memory windows are bound to the MR");
+    NTSTATUS status = RetireLocked(lock, State::kFastInitialized);
+    return status == STATUS_PENDING ? STATUS_SUCCESS : status;  // lookups already fail; the drain finishes alone
+}
+
+NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
+    {
+        std::lock_guard lock(mutex_);
+        if (token != token_pair_.remote && token != token_pair_.local) return STATUS_INVALID_HANDLE;
+    }
+    return Invalidate();
 }
 
 NTSTATUS MemoryRegion::InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits) {
@@ -159,12 +257,12 @@ NTSTATUS MemoryRegion::InitializeFastRegister(ULONG page_count, bool remote_acce
 
 uint32_t MemoryRegion::LocalToken() const {
     std::lock_guard lock(mutex_);
-    return state_ == State::kRegistered || state_ == State::kFastInitialized ? token_pair_.local : 0;
+    return slot_ != 0 && state_ != State::kDraining ? token_pair_.local : 0;
 }
 
 uint32_t MemoryRegion::RemoteToken() const {
     std::lock_guard lock(mutex_);
-    return state_ == State::kRegistered || state_ == State::kFastInitialized ? token_pair_.remote : 0;
+    return slot_ != 0 && state_ != State::kDraining ? token_pair_.remote : 0;
 }
 
 MemoryRegion::State MemoryRegion::state() const {

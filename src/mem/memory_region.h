@@ -3,6 +3,7 @@
 // published. Work in flight holds token references, so a deregistration waits for them (drains).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -21,9 +22,11 @@ struct RegistrationLimits {
     bool read_sink_required;  // adapter does not advertise RDMA_READ_SINK_NOT_REQUIRED
 };
 
-class MemoryRegion {
+class LogicalAddressSpace;
+
+class MemoryRegion : public Invalidatable {
 public:
-    enum class State { kIdle, kBusy, kRegistered, kFastInitialized, kDraining };
+    enum class State { kIdle, kBusy, kRegistered, kFastInitialized, kFastRegistered, kDraining };
     using DrainDone = std::function<void(NTSTATUS)>;
 
     MemoryRegion(TokenTable& tokens, bool fast_register, const void* owner_pd);
@@ -39,8 +42,24 @@ public:
     // MR-18/19. STATUS_SUCCESS when no work holds the tokens; otherwise STATUS_PENDING and `done` runs when the
     // last reference is released.
     NTSTATUS Deregister(DrainDone done);
+    // Close: retires whatever is published (registration or fast registration); STATUS_PENDING while work
+    // holds it, then `done` runs.
+    NTSTATUS Shutdown(DrainDone done);
     // FR-01 … FR-07. Re-initialisation of an initialised (not fast-registered) MR is allowed (AMB-10).
     NTSTATUS InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits);
+
+    // FR-08 … FR-16: makes an initialised fast MR valid over logical pages of the adapter's LAM space, with fresh
+    // tokens. Inline failures leave the MR unchanged.
+    NTSTATUS FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array, ULONG page_count,
+                          ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags, const RegistrationLimits& limits);
+    // FR-22 / TOK-16: NdkInvalidate of a fast-registered MR. The tokens die at once; in-flight work drains.
+    NTSTATUS Invalidate();
+    // TOK-10/11: remote invalidation by the peer's send-and-invalidate (the remote token must match).
+    NTSTATUS InvalidateToken(uint32_t token) override;
+    // MW-12: windows bound to this MR keep it registered.
+    void AddBoundWindow() { bound_windows_.fetch_add(1, std::memory_order_relaxed); }
+    void RemoveBoundWindow() { bound_windows_.fetch_sub(1, std::memory_order_relaxed); }
+    uint32_t bound_windows() const { return bound_windows_.load(std::memory_order_relaxed); }
 
     uint32_t LocalToken() const;
     uint32_t RemoteToken() const;
@@ -52,6 +71,7 @@ public:
 
 private:
     static void OnDrained(void* self);
+    NTSTATUS RetireLocked(std::unique_lock<std::mutex>& lock, State after);
 
     TokenTable& tokens_;
     const bool fast_register_;
@@ -64,6 +84,8 @@ private:
     uint32_t fast_page_capacity_ = 0;
     bool fast_remote_access_ = false;
     DrainDone drain_done_;
+    State after_drain_ = State::kIdle;
+    std::atomic<uint32_t> bound_windows_{0};
 };
 
 }  // namespace softndk::mem

@@ -70,15 +70,6 @@ TEST_P(AdapterInfoTest, AI_11_NoExtensionInterfaces) {
     Close(&mr->Header);
 }
 
-TEST_P(AdapterInfoTest, AI_DataPathObjectsSayNotSupportedUntilBuilt) {
-    NDK_CQ* cq = nullptr;
-    Completion done;
-    EXPECT_EQ(
-        adapter_->Dispatch->NdkCreateCq(adapter_, 16, nullptr, nullptr, nullptr, &Completion::OnCreate, &done, &cq),
-        STATUS_NOT_SUPPORTED);
-    EXPECT_EQ(cq, nullptr);
-}
-
 class AdapterLimitTest : public AdapterTest {
     void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
         config.Limits.MaxRegistrationSize = 16 * PAGE_SIZE;
@@ -136,7 +127,7 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
         {"size", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Size = 8; }, STATUS_INVALID_PARAMETER},
         {"version", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Version = 99; }, STATUS_INVALID_PARAMETER},
         {"mode", [](SOFTNDK_ADAPTER_CONFIG& c) { c.CompletionMode = 7; }, STATUS_INVALID_PARAMETER},
-        {"flags", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.AdapterFlags |= NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED; },
+        {"flags", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.AdapterFlags |= NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED; },
          STATUS_NOT_SUPPORTED},
         {"frmr<16", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.FRMRPageCount = 15; }, STATUS_INVALID_PARAMETER},
         {"maxreg>lockable", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Limits.MaxRegistrationSize += PAGE_SIZE; },

@@ -90,7 +90,7 @@ TEST_P(MrTest, MR_06_RegionStartsAtFirstMdlVirtualAddress) {
     ASSERT_EQ(Register(mr, partial, 1000, 0), STATUS_SUCCESS);
     EXPECT_EQ(TargetOf(mr).base_va, reinterpret_cast<uint64_t>(buffer.data() + 100));
     EXPECT_EQ(TargetOf(mr).length, 1000u);
-    EXPECT_EQ(TargetOf(mr).first_byte_offset, 100u);
+    EXPECT_EQ(TargetOf(mr).page_offset, 100u);
     ASSERT_EQ(TargetOf(mr).pages->size(), 1u);
     EXPECT_EQ((*TargetOf(mr).pages)[0], buffer.data());
     Close(&mr->Header);

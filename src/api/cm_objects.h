@@ -1,0 +1,113 @@
+// Connection-management objects (CM-01 … CM-32): connector, listener, shared endpoint, and the connection
+// record the two connectors of one connection share.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "api/async_request.h"
+#include "transport/in_process_link.h"
+
+namespace softndk::api {
+
+struct ConnectorObject;
+struct ListenerObject;
+struct SharedEndpointObject;
+
+enum class ConnectorState : uint8_t {
+    kIdle,           // created, never used
+    kConnecting,     // NdkConnect pending
+    kConnectReady,   // NdkConnect completed: GetConnectionData / CompleteConnect / Reject (active side)
+    kIncoming,       // handed to the connect event: GetConnectionData / Accept / Reject (passive side)
+    kAccepting,      // NdkAccept pending until the peer's NdkCompleteConnect
+    kConnected,      // established
+    kDisconnecting,  // NdkDisconnect pending until the peer's disconnect
+    kDone,           // refused, rejected, aborted or disconnected: never reused (CM-28)
+};
+
+// Shared by the active (index 0) and passive (index 1) connectors.
+struct Connection {
+    std::mutex mutex;
+    ConnectorObject* side[2] = {nullptr, nullptr};
+    ConnectorState state[2] = {ConnectorState::kConnecting, ConnectorState::kIncoming};
+    cm::Endpoint local[2];
+    std::vector<uint8_t> private_data[2];  // [0] with connect, [1] with accept or reject
+    uint32_t requested_inbound[2] = {0, 0};
+    uint32_t requested_outbound[2] = {0, 0};
+    uint32_t effective_inbound[2] = {0, 0};
+    uint32_t effective_outbound[2] = {0, 0};
+    bool disconnect_called[2] = {false, false};
+    bool disconnect_indicated[2] = {false, false};
+    Finish connect_finish;
+    Finish accept_finish;
+    Finish disconnect_finish[2];
+    std::unique_ptr<transport::InProcessLink> link;
+    bool shut_down = false;
+};
+
+struct ConnectorObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeConnector;
+    static constexpr uint32_t kMagic = 0x434E4F42;  // "CNOB"
+    NDK_CONNECTOR ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    AdapterObject* adapter;
+    std::shared_ptr<Connection> connection;
+    int side = 0;
+    QpObject* qp = nullptr;  // held while associated (LIFE-12)
+    cm::Endpoint endpoint;   // the endpoint reference this connector holds (CM-18 … CM-21)
+    bool holds_endpoint = false;
+    ListenerObject* listener = nullptr;      // passive side: held (CM-22)
+    SharedEndpointObject* shared = nullptr;  // held (CM-21/22)
+    NDK_FN_DISCONNECT_EVENT_CALLBACK disconnect_event = nullptr;
+    NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect_event_ex = nullptr;
+    PVOID disconnect_context = nullptr;
+
+    ConnectorObject(AdapterObject* owner, const Lifetime::Ops& ops)
+        : lifetime(ops, this, &owner->lifetime), adapter(owner) {}
+};
+
+struct ListenerObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeListener;
+    static constexpr uint32_t kMagic = 0x4C534F42;  // "LSOB"
+    NDK_LISTENER ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    AdapterObject* adapter;
+    NDK_FN_CONNECT_EVENT_CALLBACK connect_event;
+    PVOID connect_context;
+    std::mutex mutex;
+    cm::Endpoint endpoint;
+    bool listening = false;
+    bool closed = false;
+    std::atomic<bool> paused{false};
+
+    class Target : public cm::ConnectTarget {
+    public:
+        explicit Target(ListenerObject* owner) : owner_(owner) {}
+        bool Offer(void* request) override;
+
+    private:
+        ListenerObject* owner_;
+    } target{this};
+
+    ListenerObject(AdapterObject* owner, NDK_FN_CONNECT_EVENT_CALLBACK callback, PVOID context,
+                   const Lifetime::Ops& ops)
+        : lifetime(ops, this, &owner->lifetime), adapter(owner), connect_event(callback), connect_context(context) {}
+};
+
+struct SharedEndpointObject {
+    static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeSharedEndpoint;
+    static constexpr uint32_t kMagic = 0x53454F42;  // "SEOB"
+    NDK_SHARED_ENDPOINT ndk{};
+    uint32_t magic = kMagic;
+    Lifetime lifetime;
+    AdapterObject* adapter;
+    cm::Endpoint endpoint;
+
+    SharedEndpointObject(AdapterObject* owner, const Lifetime::Ops& ops)
+        : lifetime(ops, this, &owner->lifetime), adapter(owner) {}
+};
+
+}  // namespace softndk::api

@@ -1,0 +1,513 @@
+// NDK_CONNECTOR_DISPATCH (CM-01 … CM-30) over the in-process fabric. Rule: the link is never shut down while
+// a connection's mutex is held, because a terminate (from a poster's thread) takes that mutex.
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "api/cm_objects.h"
+
+namespace softndk::api {
+namespace {
+
+using engine::ProviderFunction;
+
+NTSTATUS Invalid(const char* why) {
+    SetLastErrorText("%s", why);
+    return STATUS_INVALID_PARAMETER;
+}
+
+// Calls the connector's disconnect callback once (CM-26), on its adapter's provider thread.
+void IndicateDisconnectLocked(Connection& connection, int side) {
+    ConnectorObject* connector = connection.side[side];
+    if (connector == nullptr || connection.disconnect_indicated[side] || connection.disconnect_called[side]) return;
+    connection.disconnect_indicated[side] = true;
+    if (connector->disconnect_event == nullptr && connector->disconnect_event_ex == nullptr) return;
+    connector->lifetime.AddRef();
+    connector->adapter->executor->Post([connector] {
+        if (connector->disconnect_event_ex != nullptr)
+            connector->disconnect_event_ex(connector->disconnect_context, 0);  // CM-30: no reason supplied
+        else
+            connector->disconnect_event(connector->disconnect_context);
+        connector->lifetime.Release();
+    });
+}
+
+// Shuts the link down once, outside the connection mutex.
+void ShutDownLink(Connection& connection) {
+    {
+        std::lock_guard lock(connection.mutex);
+        if (connection.shut_down || !connection.link) return;
+        connection.shut_down = true;
+    }
+    connection.link->Shutdown();
+}
+
+void ConnectorDestroy(void* object) {
+    auto* connector = static_cast<ConnectorObject*>(object);
+    connector->magic = 0;
+    delete connector;
+}
+
+// LIFE-09/CM-18 … CM-23: a close cancels what is pending, aborts an established connection and releases the
+// QP, endpoint, listener and shared-endpoint references.
+bool ConnectorTeardown(void* object) {
+    auto* connector = static_cast<ConnectorObject*>(object);
+    std::shared_ptr<Connection> connection = std::move(connector->connection);
+    Finish finishes[3];
+    NTSTATUS statuses[3] = {STATUS_SUCCESS, STATUS_SUCCESS, STATUS_SUCCESS};
+    if (connection) {
+        const int me = connector->side;
+        const int peer = 1 - me;
+        std::lock_guard lock(connection->mutex);
+        const ConnectorState state = connection->state[me];
+        if (state == ConnectorState::kIncoming && connection->connect_finish) {
+            finishes[0] = std::move(connection->connect_finish);  // closing an offered connector refuses it
+            statuses[0] = STATUS_CONNECTION_REFUSED;
+        }
+        if (state == ConnectorState::kConnectReady && connection->accept_finish) {
+            finishes[1] = std::move(connection->accept_finish);  // the active side abandoned (CM-08)
+            statuses[1] = STATUS_CONNECTION_ABORTED;
+        }
+        if (connection->state[peer] == ConnectorState::kConnected) IndicateDisconnectLocked(*connection, peer);
+        if (connection->disconnect_finish[peer]) {
+            finishes[2] = std::move(connection->disconnect_finish[peer]);  // our close ends the peer's wait
+            if (connection->link) connection->link->PeerDisconnected(me);
+        }
+        connection->state[me] = ConnectorState::kDone;
+        if (connection->state[peer] != ConnectorState::kDone) {
+            if (connection->state[peer] == ConnectorState::kConnected ||
+                connection->state[peer] == ConnectorState::kDisconnecting)
+                connection->state[peer] = ConnectorState::kDone;
+        }
+        connection->side[me] = nullptr;
+    }
+    if (connection) {
+        ShutDownLink(*connection);
+        cm::Fabric::Instance().RemoveConnection(connection->local[0], connection->local[1]);
+    }
+    for (int i = 0; i < 3; ++i)
+        if (finishes[i]) finishes[i](statuses[i]);
+    if (connector->qp != nullptr) connector->qp->lifetime.Release();
+    if (connector->holds_endpoint) cm::Fabric::Instance().Release(connector->endpoint);
+    if (connector->listener != nullptr) connector->listener->lifetime.Release();
+    if (connector->shared != nullptr) connector->shared->lifetime.Release();
+    return true;
+}
+constexpr Lifetime::Ops kConnectorOps{&ConnectorTeardown, &ConnectorDestroy};
+
+NTSTATUS CheckPrivateData(const PVOID data, ULONG length, ULONG limit, const char* what) {
+    if ((data == nullptr && length > 0) || length > limit) {
+        SetLastErrorText("%s: private data NULL with a length, or longer than the adapter allows (CM-10)", what);
+        return STATUS_INVALID_PARAMETER;
+    }
+    return STATUS_SUCCESS;
+}
+
+uint32_t Cap(uint32_t value, uint32_t limit) {
+    return value < limit ? value : limit;
+}
+
+// Shared body of NdkConnect and NdkConnectWithSharedEndpoint once the local endpoint is chosen and held.
+NTSTATUS StartConnect(ConnectorObject* connector, QpObject* qp, const cm::Endpoint& local,
+                      const cm::Endpoint& destination, ULONG inbound, ULONG outbound, const PVOID data, ULONG length,
+                      NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
+    AdapterObject& adapter = *connector->adapter;
+    auto connection = std::make_shared<Connection>();
+    connection->side[0] = connector;
+    connection->local[0] = local;
+    connection->local[1] = destination;
+    connection->private_data[0].assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+    connection->requested_inbound[0] = Cap(inbound, adapter.info.MaxInboundReadLimit);  // CM-03
+    connection->requested_outbound[0] = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    if (!cm::Fabric::Instance().AddConnection(local, destination)) {
+        SetLastErrorText("NdkConnect: this 4-tuple is connected already (CM-04)");
+        return STATUS_ADDRESS_ALREADY_EXISTS;
+    }
+    connector->connection = connection;
+    connector->qp = qp;
+    qp->lifetime.AddRef();
+    return RunRequest(adapter, function, connector->lifetime, completion, context,
+                      [connection, destination](const Finish& finish) -> NTSTATUS {
+                          {
+                              std::lock_guard lock(connection->mutex);
+                              connection->connect_finish = finish;
+                          }
+                          std::shared_ptr<Connection> offered = connection;
+                          NTSTATUS status = cm::Fabric::Instance().Connect(destination, &offered);
+                          if (NT_SUCCESS(status)) return STATUS_PENDING;  // completes on accept or reject
+                          std::lock_guard lock(connection->mutex);
+                          connection->connect_finish = nullptr;
+                          connection->state[0] = ConnectorState::kDone;
+                          SetLastErrorText("NdkConnect: no listener accepts connections there (CM-04)");
+                          return status;
+                      });
+}
+
+NTSTATUS CommonConnectChecks(ConnectorObject* connector, QpObject* qp, const PVOID data, ULONG length,
+                             NDK_FN_REQUEST_COMPLETION completion) {
+    if (connector == nullptr || qp == nullptr || completion == nullptr)
+        return Invalid("NdkConnect: NULL or foreign connector, QP or RequestCompletion");
+    if (qp->pd->adapter != connector->adapter) return Invalid("NdkConnect: the QP belongs to another adapter");
+    NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCallerData, "NdkConnect");
+    if (!NT_SUCCESS(status)) return status;
+    if (connector->connection || qp->associated.exchange(true)) {
+        SetLastErrorText("NdkConnect: the connector or QP has been used already (CM-28)");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR source, ULONG source_length,
+                 const PSOCKADDR destination, ULONG destination_length, ULONG inbound, ULONG outbound, const PVOID data,
+                 ULONG length, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    QpObject* qp = FromHandle<QpObject>(qp_handle);
+    cm::Endpoint local;
+    cm::Endpoint remote;
+    if (!NT_SUCCESS(cm::EndpointFromSockaddr(source, source_length, &local)) ||
+        !NT_SUCCESS(cm::EndpointFromSockaddr(destination, destination_length, &remote)) ||
+        local.family != remote.family)
+        return Invalid("NdkConnect: source and destination must be AF_INET or AF_INET6 SOCKADDRs of one family");
+    if (connector != nullptr && !AdapterOwnsAddress(*connector->adapter, local, false)) {
+        SetLastErrorText("NdkConnect: the source address is not an address of this adapter (CM-04)");
+        return STATUS_INVALID_ADDRESS;
+    }
+    NTSTATUS status = CommonConnectChecks(connector, qp, data, length, completion);
+    if (!NT_SUCCESS(status)) return status;
+    status = cm::Fabric::Instance().Bind(&local);  // CM-05: port 0 takes an ephemeral port
+    if (NT_SUCCESS(status)) {
+        connector->endpoint = local;
+        connector->holds_endpoint = true;  // CM-20: released when the connector closes
+        status = StartConnect(connector, qp, local, remote, inbound, outbound, data, length, completion, context,
+                              ProviderFunction::NdkConnect);
+    }
+    if (!NT_SUCCESS(status)) qp->associated = false;  // a refused QP may connect again
+    return status;
+}
+
+NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* handle, NDK_QP* qp_handle, NDK_SHARED_ENDPOINT* shared_handle,
+                                   const PSOCKADDR destination, ULONG destination_length, ULONG inbound, ULONG outbound,
+                                   const PVOID data, ULONG length, NDK_FN_REQUEST_COMPLETION completion,
+                                   PVOID context) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    QpObject* qp = FromHandle<QpObject>(qp_handle);
+    SharedEndpointObject* shared = FromHandle<SharedEndpointObject>(shared_handle);
+    cm::Endpoint remote;
+    if (shared == nullptr || !NT_SUCCESS(cm::EndpointFromSockaddr(destination, destination_length, &remote)) ||
+        remote.family != shared->endpoint.family)
+        return Invalid("NdkConnectWithSharedEndpoint: NULL shared endpoint or a bad destination");
+    NTSTATUS status = CommonConnectChecks(connector, qp, data, length, completion);
+    if (!NT_SUCCESS(status)) return status;
+    cm::Fabric::Instance().AddReference(shared->endpoint);  // CM-21
+    connector->endpoint = shared->endpoint;
+    connector->holds_endpoint = true;
+    connector->shared = shared;
+    shared->lifetime.AddRef();
+    status = StartConnect(connector, qp, shared->endpoint, remote, inbound, outbound, data, length, completion, context,
+                          ProviderFunction::NdkConnectWithSharedEndpoint);
+    if (!NT_SUCCESS(status) && !connector->connection) qp->associated = false;
+    return status;
+}
+
+template <class Callback>
+NTSTATUS CompleteConnectCommon(NDK_CONNECTOR* handle, Callback callback, PVOID callback_context,
+                               NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function,
+                               bool extended) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    if (connector == nullptr || completion == nullptr)
+        return Invalid("NdkCompleteConnect: NULL connector or RequestCompletion");
+    return RunRequest(
+        *connector->adapter, function, connector->lifetime, completion, context,
+        [connector, callback, callback_context, extended](const Finish&) -> NTSTATUS {
+            std::shared_ptr<Connection> connection = connector->connection;
+            if (!connection) return STATUS_CONNECTION_INVALID;
+            Finish accept;
+            {
+                std::lock_guard lock(connection->mutex);
+                if (connector->side != 0 || connection->state[0] != ConnectorState::kConnectReady)
+                    return STATUS_CONNECTION_INVALID;  // CM-07: not connecting
+                if (connection->state[1] != ConnectorState::kAccepting) {
+                    connection->state[0] = ConnectorState::kDone;
+                    return STATUS_CONNECTION_ABORTED;  // CM-07: the accepting peer abandoned
+                }
+                if (extended)
+                    connector->disconnect_event_ex = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK_EX>(callback);
+                else
+                    connector->disconnect_event = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK>(callback);
+                connector->disconnect_context = callback_context;
+                connection->link->Establish();
+                connection->state[0] = ConnectorState::kConnected;
+                connection->state[1] = ConnectorState::kConnected;
+                accept = std::move(connection->accept_finish);
+            }
+            if (accept) accept(STATUS_SUCCESS);
+            return STATUS_SUCCESS;
+        });
+}
+
+NTSTATUS CompleteConnect(NDK_CONNECTOR* handle, NDK_FN_DISCONNECT_EVENT_CALLBACK event, PVOID event_context,
+                         NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
+    return CompleteConnectCommon(handle, reinterpret_cast<void*>(event), event_context, completion, context,
+                                 ProviderFunction::NdkCompleteConnect, false);
+}
+
+NTSTATUS CompleteConnectEx(NDK_CONNECTOR* handle, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX event, PVOID event_context,
+                           NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
+    return CompleteConnectCommon(handle, reinterpret_cast<void*>(event), event_context, completion, context,
+                                 ProviderFunction::NdkCompleteConnectEx, true);
+}
+
+NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, ULONG outbound, const PVOID data,
+                      ULONG length, void* event, PVOID event_context, bool extended,
+                      NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    QpObject* qp = FromHandle<QpObject>(qp_handle);
+    if (connector == nullptr || qp == nullptr || completion == nullptr)
+        return Invalid("NdkAccept: NULL or foreign connector, QP or RequestCompletion");
+    if (qp->pd->adapter != connector->adapter) return Invalid("NdkAccept: the QP belongs to another adapter");
+    NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkAccept");
+    if (!NT_SUCCESS(status)) return status;
+    std::shared_ptr<Connection> connection = connector->connection;
+    if (!connection || connector->side != 1) return Invalid("NdkAccept: not a connector from a connect event");
+    if (qp->associated.exchange(true)) {
+        SetLastErrorText("NdkAccept: the QP has been used already (CM-28)");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    connector->qp = qp;
+    qp->lifetime.AddRef();
+    const AdapterObject& adapter = *connector->adapter;
+    const uint32_t my_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);
+    const uint32_t my_outbound = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    return RunRequest(
+        *connector->adapter, function, connector->lifetime, completion, context, [=](const Finish& finish) -> NTSTATUS {
+            Finish connect;
+            {
+                std::lock_guard lock(connection->mutex);
+                if (connection->state[1] != ConnectorState::kIncoming || connection->side[0] == nullptr ||
+                    connection->state[0] != ConnectorState::kConnecting)
+                    return STATUS_CONNECTION_ABORTED;  // CM-08: the connecting peer abandoned
+                connection->private_data[1].assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+                // CM-03: each side's inbound limit is lowered to the other's outbound, and vice versa.
+                connection->effective_inbound[1] = std::min(my_inbound, connection->requested_outbound[0]);
+                connection->effective_outbound[1] = std::min(my_outbound, connection->requested_inbound[0]);
+                connection->effective_inbound[0] = connection->effective_outbound[1];
+                connection->effective_outbound[0] = connection->effective_inbound[1];
+                if (extended)
+                    connector->disconnect_event_ex = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK_EX>(event);
+                else
+                    connector->disconnect_event = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK>(event);
+                connector->disconnect_context = event_context;
+                std::weak_ptr<Connection> weak = connection;
+                connection->link =
+                    std::make_unique<transport::InProcessLink>(&connection->side[0]->qp->qp, &qp->qp, [weak](uint32_t) {
+                        // RFC 5040 terminate: both consumers hear of it once (CM-26).
+                        if (std::shared_ptr<Connection> dead = weak.lock()) {
+                            std::lock_guard lock(dead->mutex);
+                            for (int side = 0; side < 2; ++side) IndicateDisconnectLocked(*dead, side);
+                        }
+                    });
+                connection->link->Start(connection->effective_inbound, connection->effective_outbound);
+                connection->state[0] = ConnectorState::kConnectReady;
+                connection->state[1] = ConnectorState::kAccepting;
+                connection->accept_finish = finish;
+                connect = std::move(connection->connect_finish);
+            }
+            if (connect) connect(STATUS_SUCCESS);
+            return STATUS_PENDING;  // completes at the peer's NdkCompleteConnect (CM-08)
+        });
+}
+
+NTSTATUS Accept(NDK_CONNECTOR* handle, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data, ULONG length,
+                NDK_FN_DISCONNECT_EVENT_CALLBACK event, PVOID event_context, NDK_FN_REQUEST_COMPLETION completion,
+                PVOID context) {
+    return AcceptCommon(handle, qp, inbound, outbound, data, length, reinterpret_cast<void*>(event), event_context,
+                        false, completion, context, ProviderFunction::NdkAccept);
+}
+
+NTSTATUS AcceptEx(NDK_CONNECTOR* handle, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data, ULONG length,
+                  NDK_FN_DISCONNECT_EVENT_CALLBACK_EX event, PVOID event_context, NDK_FN_REQUEST_COMPLETION completion,
+                  PVOID context) {
+    return AcceptCommon(handle, qp, inbound, outbound, data, length, reinterpret_cast<void*>(event), event_context,
+                        true, completion, context, ProviderFunction::NdkAcceptEx);
+}
+
+// CM-09: synchronous.
+NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    if (connector == nullptr) return Invalid("NdkReject: not a connector");
+    NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkReject");
+    if (!NT_SUCCESS(status)) return status;
+    std::shared_ptr<Connection> connection = connector->connection;
+    if (!connection) return STATUS_CONNECTION_INVALID;
+    Finish finish;
+    NTSTATUS finish_status;
+    {
+        std::lock_guard lock(connection->mutex);
+        const int me = connector->side;
+        if (me == 1 && connection->state[1] == ConnectorState::kIncoming) {
+            if (connection->state[0] != ConnectorState::kConnecting) return STATUS_CONNECTION_ABORTED;
+            connection->private_data[1].assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+            finish = std::move(connection->connect_finish);
+            finish_status = STATUS_CONNECTION_REFUSED;  // CM-04: the peer rejected
+            connection->state[1] = ConnectorState::kDone;
+            connection->state[0] = ConnectorState::kConnectReady;  // may read the reject data (CM-12)
+        } else if (me == 0 && connection->state[0] == ConnectorState::kConnectReady &&
+                   connection->state[1] == ConnectorState::kAccepting) {
+            finish = std::move(connection->accept_finish);  // AMB-33: the passive NdkAccept is aborted
+            finish_status = STATUS_CONNECTION_ABORTED;
+            connection->state[0] = ConnectorState::kDone;
+            connection->state[1] = ConnectorState::kDone;
+        } else {
+            SetLastErrorText("NdkReject: nothing to reject on this connector");
+            return STATUS_INVALID_DEVICE_STATE;
+        }
+    }
+    ShutDownLink(*connection);
+    if (finish) finish(finish_status);
+    return STATUS_SUCCESS;
+}
+
+// CM-11: the exact size rules.
+NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    if (connector == nullptr || length == nullptr) return Invalid("NdkGetConnectionData: NULL connector or length");
+    if (data == nullptr && *length > 0) return Invalid("NdkGetConnectionData: NULL buffer with a length (CM-11b)");
+    std::shared_ptr<Connection> connection = connector->connection;
+    if (!connection) return STATUS_CONNECTION_INVALID;
+    std::lock_guard lock(connection->mutex);
+    const int me = connector->side;
+    const ConnectorState state = connection->state[me];
+    if (state != ConnectorState::kIncoming && state != ConnectorState::kConnectReady) {
+        SetLastErrorText("NdkGetConnectionData: only after the connect event or a completed NdkConnect (CM-12)");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    const AdapterObject& adapter = *connector->adapter;
+    if (inbound != nullptr)
+        *inbound = me == 1 ? std::min(adapter.info.MaxInboundReadLimit, connection->requested_outbound[0])
+                           : connection->effective_inbound[0];
+    if (outbound != nullptr)
+        *outbound = me == 1 ? std::min(adapter.info.MaxOutboundReadLimit, connection->requested_inbound[0])
+                            : connection->effective_outbound[0];
+    const std::vector<uint8_t>& peer_data = connection->private_data[1 - me];
+    const auto required = static_cast<ULONG>(peer_data.size());
+    if (data != nullptr) std::memcpy(data, peer_data.data(), std::min(*length, required));
+    const bool fits = *length >= required;
+    *length = required;
+    return fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
+}
+
+NTSTATUS AddressOf(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length, bool peer) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    if (connector == nullptr || length == nullptr)
+        return Invalid("NdkGetLocalAddress/NdkGetPeerAddress: NULL argument");
+    std::shared_ptr<Connection> connection = connector->connection;
+    if (!connection) return STATUS_CONNECTION_INVALID;
+    const int side = peer ? 1 - connector->side : connector->side;
+    return cm::EndpointToSockaddr(connection->local[side], address, length);  // CM-13
+}
+NTSTATUS GetLocalAddress(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length) {
+    return AddressOf(handle, address, length, false);
+}
+NTSTATUS GetPeerAddress(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length) {
+    return AddressOf(handle, address, length, true);
+}
+
+// CM-24/25: completes once the peer's disconnect arrived, then flushes the QP.
+NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
+    ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
+    if (connector == nullptr || completion == nullptr)
+        return Invalid("NdkDisconnect: NULL connector or RequestCompletion");
+    return RunRequest(*connector->adapter, ProviderFunction::NdkDisconnect, connector->lifetime, completion, context,
+                      [connector](const Finish& finish) -> NTSTATUS {
+                          std::shared_ptr<Connection> connection = connector->connection;
+                          if (!connection) return STATUS_CONNECTION_INVALID;
+                          const int me = connector->side;
+                          const int peer = 1 - me;
+                          Finish peer_finish;
+                          bool done;
+                          {
+                              std::lock_guard lock(connection->mutex);
+                              const ConnectorState state = connection->state[me];
+                              if (state != ConnectorState::kConnected && !connection->disconnect_indicated[me])
+                                  return STATUS_CONNECTION_INVALID;
+                              connection->disconnect_called[me] = true;
+                              connection->state[me] = ConnectorState::kDisconnecting;
+                              done = connection->disconnect_called[peer] || connection->side[peer] == nullptr ||
+                                     connection->link->terminated();
+                              if (done) {
+                                  peer_finish = std::move(connection->disconnect_finish[peer]);
+                                  connection->state[me] = ConnectorState::kDone;
+                                  connection->state[peer] = ConnectorState::kDone;
+                              } else {
+                                  connection->link->PeerDisconnected(me);
+                                  IndicateDisconnectLocked(*connection, peer);
+                                  connection->disconnect_finish[me] = finish;
+                              }
+                          }
+                          if (!done) return STATUS_PENDING;
+                          ShutDownLink(*connection);
+                          connector->qp->qp.Flush();  // CM-25: implicit flush
+                          if (peer_finish) {
+                              ConnectorObject* other = connection->side[peer];
+                              if (other != nullptr && other->qp != nullptr) other->qp->qp.Flush();
+                              peer_finish(STATUS_SUCCESS);
+                          }
+                          return STATUS_SUCCESS;
+                      });
+}
+
+}  // namespace
+
+NTSTATUS CreateConnector(NDK_ADAPTER* handle, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_CONNECTOR** out) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    if (adapter == nullptr || completion == nullptr || out == nullptr)
+        return Invalid("NdkCreateConnector: NULL adapter, CreateCompletion or ppNdkConnector");
+    return RunCreate(*adapter, ProviderFunction::NdkCreateConnector, adapter->lifetime, completion, context, out,
+                     [adapter](NDK_OBJECT_HEADER** header) -> NTSTATUS {
+                         auto* connector = new (std::nothrow) ConnectorObject(adapter, kConnectorOps);
+                         if (connector == nullptr) return STATUS_INSUFFICIENT_RESOURCES;
+                         InitializeHandle(connector->ndk, NdkObjectTypeConnector, adapter->info.Version,
+                                          &kConnectorDispatch);
+                         *header = &connector->ndk.Header;
+                         return STATUS_SUCCESS;
+                     });
+}
+
+// The passive connector handed to a listener's connect event (CM-15, CM-19).
+ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<Connection> connection) {
+    auto* connector = new (std::nothrow) ConnectorObject(listener->adapter, kConnectorOps);
+    if (connector == nullptr) return nullptr;
+    connector->side = 1;
+    connector->connection = connection;
+    connector->listener = listener;
+    listener->lifetime.AddRef();
+    connector->endpoint = listener->endpoint;
+    connector->holds_endpoint = true;
+    cm::Fabric::Instance().AddReference(listener->endpoint);
+    connection->side[1] = connector;
+    connection->state[1] = ConnectorState::kIncoming;
+    InitializeHandle(connector->ndk, NdkObjectTypeConnector, listener->adapter->info.Version, &kConnectorDispatch);
+    return connector;
+}
+
+const NDK_CONNECTOR_DISPATCH kConnectorDispatch = {
+    [](NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) -> NTSTATUS {
+        ConnectorObject* connector = FromHandle<ConnectorObject>(object);
+        if (connector == nullptr) return Invalid("NdkCloseConnector: not a connector");
+        return RunClose(*connector->adapter, connector->lifetime, completion, context);
+    },
+    &QueryExtensionInterface,
+    &Connect,
+    &ConnectWithSharedEndpoint,
+    &CompleteConnect,
+    &Accept,
+    &Reject,
+    &GetConnectionData,
+    &GetLocalAddress,
+    &GetPeerAddress,
+    &Disconnect,
+    &CompleteConnectEx,
+    &AcceptEx,
+};
+
+}  // namespace softndk::api

@@ -1,0 +1,181 @@
+// NDK_LISTENER_DISPATCH and NDK_SHARED_ENDPOINT_DISPATCH (CM-05, CM-13 … CM-23).
+#include <cstring>
+#include <new>
+
+#include "api/cm_objects.h"
+
+namespace softndk::api {
+
+ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<Connection> connection);
+
+bool AdapterOwnsAddress(const AdapterObject& adapter, const cm::Endpoint& endpoint, bool allow_wildcard) {
+    if (endpoint.wildcard()) return allow_wildcard;
+    for (const SOCKADDR_INET& address : adapter.local_addresses) {
+        cm::Endpoint local;
+        const ULONG length = address.si_family == AF_INET ? sizeof(SOCKADDR_IN) : sizeof(SOCKADDR_IN6);
+        if (NT_SUCCESS(cm::EndpointFromSockaddr(reinterpret_cast<const SOCKADDR*>(&address), length, &local)) &&
+            local.family == endpoint.family && local.address == endpoint.address)
+            return true;
+    }
+    return false;
+}
+
+// Under the fabric lock (no blocking): refuses while paused or closing (CM-16, CM-23), else creates the passive
+// connector and calls the connect event on the provider thread (CM-15).
+bool ListenerObject::Target::Offer(void* request) {
+    ListenerObject* listener = owner_;
+    if (listener->paused.load() || listener->lifetime.closing()) return false;
+    auto connection = *static_cast<std::shared_ptr<Connection>*>(request);
+    ConnectorObject* connector = MakePassiveConnector(listener, connection);
+    if (connector == nullptr) return false;
+    listener->lifetime.AddRef();
+    listener->adapter->executor->Post([listener, connector] {
+        listener->connect_event(listener->connect_context, &connector->ndk);
+        listener->lifetime.Release();
+    });
+    return true;
+}
+
+namespace {
+
+using engine::ProviderFunction;
+
+NTSTATUS Invalid(const char* why) {
+    SetLastErrorText("%s", why);
+    return STATUS_INVALID_PARAMETER;
+}
+
+void ListenerDestroy(void* object) {
+    auto* listener = static_cast<ListenerObject*>(object);
+    listener->magic = 0;
+    delete listener;
+}
+constexpr Lifetime::Ops kListenerOps{nullptr, &ListenerDestroy};
+
+NTSTATUS CloseListener(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
+    ListenerObject* listener = FromHandle<ListenerObject>(object);
+    if (listener == nullptr) return Invalid("NdkCloseListener: not a listener");
+    {
+        std::lock_guard lock(listener->mutex);
+        listener->closed = true;
+        if (listener->listening) {
+            cm::Fabric::Instance().Unlisten(listener->endpoint);  // CM-23: refuse from now on
+            cm::Fabric::Instance().Release(listener->endpoint);   // CM-19: -1 for the listener
+            listener->listening = false;
+        }
+    }
+    return RunClose(*listener->adapter, listener->lifetime, completion, context);  // CM-22: waits for its connectors
+}
+
+NTSTATUS Listen(NDK_LISTENER* handle, const PSOCKADDR address, ULONG length, NDK_FN_REQUEST_COMPLETION completion,
+                PVOID context) {
+    ListenerObject* listener = FromHandle<ListenerObject>(handle);
+    cm::Endpoint endpoint;
+    if (listener == nullptr || completion == nullptr ||
+        !NT_SUCCESS(cm::EndpointFromSockaddr(address, length, &endpoint)))
+        return Invalid("NdkListen: NULL listener or RequestCompletion, or not an AF_INET/AF_INET6 SOCKADDR");
+    if (!AdapterOwnsAddress(*listener->adapter, endpoint, true)) {
+        SetLastErrorText("NdkListen: not an address of this adapter (CM-14)");
+        return STATUS_INVALID_ADDRESS;
+    }
+    return RunRequest(*listener->adapter, ProviderFunction::NdkListen, listener->lifetime, completion, context,
+                      [listener, endpoint](const Finish&) mutable -> NTSTATUS {
+                          std::lock_guard lock(listener->mutex);
+                          if (listener->listening || listener->closed) return STATUS_INVALID_DEVICE_STATE;
+                          NTSTATUS status = cm::Fabric::Instance().Bind(&endpoint);  // CM-05, CM-14, CM-22
+                          if (!NT_SUCCESS(status)) return status;
+                          listener->endpoint = endpoint;
+                          listener->listening = true;
+                          cm::Fabric::Instance().Listen(endpoint, &listener->target);
+                          return STATUS_SUCCESS;
+                      });
+}
+
+NTSTATUS GetListenerLocalAddress(NDK_LISTENER* handle, PSOCKADDR address, ULONG* length) {
+    ListenerObject* listener = FromHandle<ListenerObject>(handle);
+    if (listener == nullptr || length == nullptr) return Invalid("NdkGetLocalAddress: NULL listener or length");
+    std::lock_guard lock(listener->mutex);
+    if (listener->endpoint.family == AF_UNSPEC) return STATUS_INVALID_DEVICE_STATE;
+    return cm::EndpointToSockaddr(listener->endpoint, address, length);
+}
+
+VOID ControlConnectEvents(NDK_LISTENER* handle, BOOLEAN pause) {
+    ListenerObject* listener = FromHandle<ListenerObject>(handle);
+    if (listener != nullptr) listener->paused = pause != FALSE;  // CM-16
+}
+
+void SharedEndpointDestroy(void* object) {
+    auto* shared = static_cast<SharedEndpointObject*>(object);
+    shared->magic = 0;
+    delete shared;
+}
+bool SharedEndpointTeardown(void* object) {
+    cm::Fabric::Instance().Release(static_cast<SharedEndpointObject*>(object)->endpoint);  // CM-21
+    return true;
+}
+constexpr Lifetime::Ops kSharedEndpointOps{&SharedEndpointTeardown, &SharedEndpointDestroy};
+
+NTSTATUS CloseSharedEndpoint(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
+    SharedEndpointObject* shared = FromHandle<SharedEndpointObject>(object);
+    if (shared == nullptr) return Invalid("NdkCloseSharedEndpoint: not a shared endpoint");
+    return RunClose(*shared->adapter, shared->lifetime, completion, context);
+}
+
+NTSTATUS GetSharedEndpointLocalAddress(NDK_SHARED_ENDPOINT* handle, PSOCKADDR address, ULONG* length) {
+    SharedEndpointObject* shared = FromHandle<SharedEndpointObject>(handle);
+    if (shared == nullptr || length == nullptr) return Invalid("NdkGetSharedEndpointLocalAddress: NULL argument");
+    return cm::EndpointToSockaddr(shared->endpoint, address, length);
+}
+
+}  // namespace
+
+NTSTATUS CreateListener(NDK_ADAPTER* handle, NDK_FN_CONNECT_EVENT_CALLBACK connect_event, PVOID connect_context,
+                        NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_LISTENER** out) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    if (adapter == nullptr || connect_event == nullptr || completion == nullptr || out == nullptr)
+        return Invalid("NdkCreateListener: NULL adapter, ConnectEvent, CreateCompletion or ppNdkListener");
+    return RunCreate(
+        *adapter, ProviderFunction::NdkCreateListener, adapter->lifetime, completion, context, out,
+        [=](NDK_OBJECT_HEADER** header) -> NTSTATUS {
+            auto* listener = new (std::nothrow) ListenerObject(adapter, connect_event, connect_context, kListenerOps);
+            if (listener == nullptr) return STATUS_INSUFFICIENT_RESOURCES;
+            InitializeHandle(listener->ndk, NdkObjectTypeListener, adapter->info.Version, &kListenerDispatch);
+            *header = &listener->ndk.Header;
+            return STATUS_SUCCESS;
+        });
+}
+
+NTSTATUS CreateSharedEndpoint(NDK_ADAPTER* handle, const PSOCKADDR address, ULONG length,
+                              NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_SHARED_ENDPOINT** out) {
+    AdapterObject* adapter = FromHandle<AdapterObject>(handle);
+    cm::Endpoint endpoint;
+    if (adapter == nullptr || completion == nullptr || out == nullptr ||
+        !NT_SUCCESS(cm::EndpointFromSockaddr(address, length, &endpoint)))
+        return Invalid("NdkCreateSharedEndpoint: NULL argument or not an AF_INET/AF_INET6 SOCKADDR");
+    if (!AdapterOwnsAddress(*adapter, endpoint, false)) {
+        SetLastErrorText("NdkCreateSharedEndpoint: not an address of this adapter (CM-17)");
+        return STATUS_INVALID_ADDRESS;
+    }
+    return RunCreate(*adapter, ProviderFunction::NdkCreateSharedEndpoint, adapter->lifetime, completion, context, out,
+                     [adapter, endpoint](NDK_OBJECT_HEADER** header) mutable -> NTSTATUS {
+                         NTSTATUS status = cm::Fabric::Instance().Bind(&endpoint);
+                         if (!NT_SUCCESS(status)) return status;
+                         auto* shared = new (std::nothrow) SharedEndpointObject(adapter, kSharedEndpointOps);
+                         if (shared == nullptr) {
+                             cm::Fabric::Instance().Release(endpoint);
+                             return STATUS_INSUFFICIENT_RESOURCES;
+                         }
+                         shared->endpoint = endpoint;
+                         InitializeHandle(shared->ndk, NdkObjectTypeSharedEndpoint, adapter->info.Version,
+                                          &kSharedEndpointDispatch);
+                         *header = &shared->ndk.Header;
+                         return STATUS_SUCCESS;
+                     });
+}
+
+const NDK_LISTENER_DISPATCH kListenerDispatch = {&CloseListener, &QueryExtensionInterface, &Listen,
+                                                 &GetListenerLocalAddress, &ControlConnectEvents};
+const NDK_SHARED_ENDPOINT_DISPATCH kSharedEndpointDispatch = {&CloseSharedEndpoint, &QueryExtensionInterface,
+                                                              &GetSharedEndpointLocalAddress};
+
+}  // namespace softndk::api

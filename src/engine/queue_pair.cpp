@@ -1,0 +1,304 @@
+#include "engine/queue_pair.h"
+
+#include <thread>
+
+#include "common/last_error.h"
+
+namespace softndk::engine {
+namespace {
+
+constexpr ULONG kSendFlags = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT |
+                             NDK_OP_FLAG_INLINE | NDK_OP_FLAG_DEFER;
+// AMB-23: INLINE is accepted on writes too (MaxInlineDataSize speaks of send or write).
+constexpr ULONG kWriteFlags =
+    NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER | NDK_OP_FLAG_INLINE;
+// TOK-17: RDMA_READ_LOCAL_INVALIDATE is accepted and ignored (the capability is not advertised).
+constexpr ULONG kReadFlags =
+    NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER | NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE;
+
+// ProviderErrorCode for a terminate: RFC 5040 layer/type/code, with bit 16 set so it is never 0.
+constexpr uint32_t TerminateError(uint8_t layer, uint8_t type, uint8_t code) {
+    return 0x10000u | (static_cast<uint32_t>(layer) << 12) | (static_cast<uint32_t>(type) << 8) | code;
+}
+inline uint32_t RemoteProtection(mem::AccessError error) {
+    return TerminateError(0, 0, mem::TerminateCode(error));
+}
+// RFC 5041 untagged buffer errors (layer DDP = 1, type 2).
+constexpr uint32_t kNoReceiveBuffer = TerminateError(1, 2, 0x02);
+constexpr uint32_t kMessageTooLong = TerminateError(1, 2, 0x05);
+constexpr uint32_t kCannotInvalidate = TerminateError(0, 0, 0x09);
+constexpr uint32_t kLocalCatastrophic = TerminateError(0, 1, 0x00);
+
+}  // namespace
+
+QueuePair::QueuePair(const Params& params) : params_(params) {}
+
+void QueuePair::Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags,
+                         uint32_t provider_error) {
+    if (NT_SUCCESS(status) && (flags & NDK_OP_FLAG_SILENT_SUCCESS)) return;  // QP-10
+    NDK_RESULT_EX result{};
+    result.Status = status;
+    result.QPContext = params_.context;
+    result.RequestContext = context;
+    result.Type = type;
+    result.ProviderErrorCode = NT_SUCCESS(status) ? 0 : provider_error;  // CQ-14
+    if (!params_.initiator_cq->Push(result, false)) EnterError();
+}
+
+NTSTATUS QueuePair::CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted,
+                               uint64_t* total) {
+    if ((flags & ~accepted) != 0) {
+        SetLastErrorText("flags 0x%x are not accepted by this request (QP-14, AMB-37)", flags & ~accepted);
+        return STATUS_INVALID_PARAMETER;
+    }
+    const bool inline_data = (flags & NDK_OP_FLAG_INLINE) != 0;
+    if ((count > 0 && sgl == nullptr) || (!inline_data && count > max_sge)) {
+        SetLastErrorText("%u SGEs; this request allows %u (QP-13, QP-17)", count, max_sge);
+        return STATUS_INVALID_PARAMETER;
+    }
+    uint64_t sum = 0;
+    for (ULONG i = 0; i < count; ++i) sum += sgl[i].Length;
+    if (sum > params_.info->MaxTransferLength || (inline_data && sum > params_.inline_size)) {
+        SetLastErrorText("%llu bytes exceed MaxTransferLength or the QP's InlineDataSize (QP-13, QP-18)",
+                         static_cast<unsigned long long>(sum));
+        return STATUS_INVALID_PARAMETER;
+    }
+    *total = sum;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS QueuePair::GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights, bool inline_data, PieceList& out,
+                                mem::AccessError* error) {
+    out.Clear();
+    for (ULONG i = 0; i < count; ++i) {
+        if (sgl[i].Length == 0) continue;
+        if (inline_data) {  // TOK-09: the token is ignored; the buffer is resident until we return (QP-13)
+            out.Add(static_cast<uint8_t*>(sgl[i].VirtualAddress), sgl[i].Length);
+            continue;
+        }
+        mem::TokenRef grant;
+        const uint64_t address = static_cast<uint64_t>(sgl[i].LogicalAddress.QuadPart);
+        *error = mem::CheckAccess(
+            *params_.tokens,
+            {sgl[i].MemoryRegionToken, mem::TokenKind::kLocal, params_.pd, address, sgl[i].Length, rights}, &grant);
+        if (*error != mem::AccessError::kNone) {
+            SetLastErrorText("local SGE %u: %s", i, mem::AccessErrorName(*error));
+            return mem::LocalAccessStatus(*error);
+        }
+        out.AddRange(std::move(grant), address, sgl[i].Length);
+    }
+    return STATUS_SUCCESS;
+}
+
+void QueuePair::LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::AccessError error) {
+    // A local protection error completes the request in error and terminates the connection, as an RNIC does.
+    Complete(context, type, mem::LocalAccessStatus(error), 0, RemoteProtection(error));
+    transport_->Terminate(RemoteProtection(error));
+}
+
+NTSTATUS QueuePair::Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token) {
+    uint64_t total = 0;
+    NTSTATUS status = CheckShape(sgl, count, params_.max_initiator_sge, flags, kSendFlags, &total);
+    if (!NT_SUCCESS(status)) return status;
+    PostGuard guard(*this);
+    if (guard.state() == State::kError) {
+        Complete(context, NdkOperationTypeSend, STATUS_CANCELLED, 0);
+        return STATUS_SUCCESS;
+    }
+    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;
+    mem::AccessError error = mem::AccessError::kNone;
+    if (!NT_SUCCESS(GatherLocal(sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE, local_, &error))) {
+        LocalFailure(context, NdkOperationTypeSend, error);
+        return STATUS_SUCCESS;
+    }
+    InboundResult result =
+        transport_->Send(local_, (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0, invalidate, token);
+    local_.Clear();
+    Complete(context, NdkOperationTypeSend, result.status, flags, result.provider_error);  // TOK-13: type Send
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS QueuePair::Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
+    uint64_t total = 0;
+    NTSTATUS status = CheckShape(sgl, count, params_.max_initiator_sge, flags, kWriteFlags, &total);
+    if (!NT_SUCCESS(status)) return status;
+    PostGuard guard(*this);
+    if (guard.state() == State::kError) {
+        Complete(context, NdkOperationTypeWrite, STATUS_CANCELLED, 0);
+        return STATUS_SUCCESS;
+    }
+    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;
+    mem::AccessError error = mem::AccessError::kNone;
+    if (!NT_SUCCESS(GatherLocal(sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE, local_, &error))) {
+        LocalFailure(context, NdkOperationTypeWrite, error);
+        return STATUS_SUCCESS;
+    }
+    InboundResult result = transport_->Write(token, address, local_);
+    local_.Clear();
+    Complete(context, NdkOperationTypeWrite, result.status, flags, result.provider_error);
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
+    uint64_t total = 0;
+    NTSTATUS status = CheckShape(sgl, count, params_.info->MaxReadRequestSge, flags, kReadFlags, &total);
+    if (!NT_SUCCESS(status)) return status;
+    PostGuard guard(*this);
+    if (guard.state() == State::kError) {
+        Complete(context, NdkOperationTypeRead, STATUS_CANCELLED, 0);
+        return STATUS_SUCCESS;
+    }
+    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;
+    if (outbound_read_limit_ == 0) {  // QP-19: no read may be outstanding on this connection
+        SetLastErrorText("NdkRead: the connection's outbound read limit is 0 (CM-03)");
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    mem::AccessError error = mem::AccessError::kNone;
+    // A read sink needs local write, and the read-sink right where the adapter requires it (MR-13, FR-20).
+    if (!NT_SUCCESS(GatherLocal(sgl, count, mem::kRightLocalWrite | mem::kRightReadSink, false, local_, &error))) {
+        LocalFailure(context, NdkOperationTypeRead, error);
+        return STATUS_SUCCESS;
+    }
+    InboundResult result = transport_->Read(token, address, local_);
+    local_.Clear();
+    Complete(context, NdkOperationTypeRead, result.status, flags, result.provider_error);
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS QueuePair::Receive(PVOID context, const NDK_SGE* sgl, ULONG count) {
+    if (state() == State::kError) {  // the QP is in error: the receive is flushed at once
+        NDK_RESULT_EX result{};
+        result.Status = STATUS_CANCELLED;
+        result.QPContext = params_.context;
+        result.RequestContext = context;
+        result.Type = NdkOperationTypeReceive;
+        params_.receive_cq->Push(result, false);
+        return STATUS_SUCCESS;
+    }
+    return params_.receive_queue->Post(context, sgl, count);  // AMB-29: allowed before connecting
+}
+
+void QueuePair::Flush() {
+    if (params_.shared_receive_queue) return;  // an SRQ's receives belong to the SRQ, not to this QP
+    for (PVOID context : params_.receive_queue->Drain()) {
+        NDK_RESULT_EX result{};
+        result.Status = STATUS_CANCELLED;
+        result.QPContext = params_.context;
+        result.RequestContext = context;
+        result.Type = NdkOperationTypeReceive;
+        params_.receive_cq->Push(result, false);
+    }
+}
+
+InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) {
+    std::lock_guard lock(inbound_mutex_);
+    if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
+    ReceiveRequest request;
+    if (!params_.receive_queue->Pop(&request)) {  // RFC 5041: no buffer for an untagged message
+        transport_->Terminate(kNoReceiveBuffer);
+        return {STATUS_CONNECTION_ABORTED, kNoReceiveBuffer};
+    }
+    NDK_RESULT_EX result{};
+    result.QPContext = params_.context;
+    result.RequestContext = request.context;
+    result.Type = NdkOperationTypeReceive;
+    mem::AccessError error = mem::AccessError::kNone;
+    InboundResult verdict{};
+    if (!NT_SUCCESS(GatherLocal(request.sges, request.sge_count, mem::kRightLocalWrite, false, remote_, &error))) {
+        result.Status = mem::LocalAccessStatus(error);
+        result.ProviderErrorCode = kLocalCatastrophic;
+        verdict = {STATUS_CONNECTION_ABORTED, kLocalCatastrophic};
+    } else if (remote_.total() < payload.total()) {
+        result.Status = STATUS_BUFFER_OVERFLOW;
+        result.ProviderErrorCode = kMessageTooLong;
+        verdict = {STATUS_BUFFER_OVERFLOW, kMessageTooLong};
+    } else {
+        result.BytesTransferred = static_cast<ULONG>(CopyPieces(payload, remote_));
+        if (invalidate) {
+            // TOK-10/11/14: invalidate before the completion is visible; a bad token aborts the connection.
+            mem::TokenRef target = params_.tokens->Acquire(token, mem::TokenKind::kRemote);
+            mem::AccessError invalid = !target                                     ? mem::AccessError::kInvalidToken
+                                       : target.target()->owner != params_.pd      ? mem::AccessError::kWrongOwner
+                                       : target.target()->invalidatable == nullptr ? mem::AccessError::kNoRights
+                                                                                   : mem::AccessError::kNone;
+            mem::TokenTarget* named = target ? target.target() : nullptr;
+            target.Reset();
+            if (invalid == mem::AccessError::kNone && !NT_SUCCESS(named->invalidatable->InvalidateToken(token)))
+                invalid = mem::AccessError::kInvalidToken;
+            if (invalid != mem::AccessError::kNone) {
+                result.Status = mem::RemoteAccessStatus(invalid);
+                result.ProviderErrorCode = kCannotInvalidate;
+                verdict = {mem::RemoteAccessStatus(invalid), kCannotInvalidate};
+            } else {
+                result.Type = NdkOperationTypeReceiveAndInvalidate;
+                result.TypeSpecificCompletionOutput = token;
+            }
+        }
+    }
+    remote_.Clear();
+    const bool pushed = params_.receive_cq->Push(result, solicited);
+    if (!NT_SUCCESS(verdict.status)) {
+        transport_->Terminate(verdict.provider_error);
+    } else if (!pushed) {
+        EnterError();
+    }
+    return verdict;
+}
+
+InboundResult QueuePair::OnWrite(uint32_t token, uint64_t address, const PieceList& payload) {
+    std::lock_guard lock(inbound_mutex_);
+    if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
+    mem::TokenRef grant;
+    mem::AccessError error = mem::CheckAccess(
+        *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, payload.total(), mem::kRightRemoteWrite},
+        &grant);
+    if (error != mem::AccessError::kNone) {
+        transport_->Terminate(RemoteProtection(error));
+        return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
+    }
+    remote_.Clear();
+    remote_.AddRange(std::move(grant), address, payload.total());
+    CopyPieces(payload, remote_);
+    remote_.Clear();
+    return {};
+}
+
+InboundResult QueuePair::OnRead(uint32_t token, uint64_t address, const PieceList& sink) {
+    std::lock_guard lock(inbound_mutex_);
+    if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
+    mem::TokenRef grant;
+    mem::AccessError error = mem::CheckAccess(
+        *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, sink.total(), mem::kRightRemoteRead},
+        &grant);
+    if (error != mem::AccessError::kNone) {  // QP-16: a read beyond the region is STATUS_REMOTE_RESOURCES
+        transport_->Terminate(RemoteProtection(error));
+        return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
+    }
+    remote_.Clear();
+    remote_.AddRange(std::move(grant), address, sink.total());
+    CopyPieces(remote_, sink);
+    remote_.Clear();
+    return {};
+}
+
+void QueuePair::Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit) {
+    transport_ = transport;
+    inbound_read_limit_ = inbound_read_limit;
+    outbound_read_limit_ = outbound_read_limit;
+}
+
+void QueuePair::EnterError(bool flush_receives) {
+    State expected = State::kConnected;
+    if (state_.compare_exchange_strong(expected, State::kError) && flush_receives) Flush();
+}
+
+void QueuePair::MarkClosed() {
+    state_.store(State::kClosed, std::memory_order_release);
+}
+
+void QueuePair::WaitIdle() {
+    while (posts_in_flight_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    transport_ = nullptr;
+}
+
+}  // namespace softndk::engine

@@ -1,0 +1,121 @@
+// A QP (QP-01 … QP-23): a receive queue (its own or an SRQ), an initiator side that executes each request
+// against the one access check and the transport, and the inbound side the transport calls for the peer.
+// In-process, an initiator request is executed before the post returns; its completion is queued then.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <softndk/ndkpi.h>
+
+#include "engine/completion_queue.h"
+#include "engine/data_mover.h"
+#include "engine/receive_queue.h"
+#include "engine/transport.h"
+#include "mem/token_table.h"
+
+namespace softndk::engine {
+
+class QueuePair {
+public:
+    enum class State : uint8_t { kIdle, kConnecting, kConnected, kError, kClosed };
+
+    struct Params {
+        const void* pd;
+        mem::TokenTable* tokens;
+        const NDK_ADAPTER_INFO* info;
+        CompletionQueue* receive_cq;
+        CompletionQueue* initiator_cq;
+        ReceiveQueue* receive_queue;  // the QP's own, or the SRQ's
+        bool shared_receive_queue;
+        PVOID context;
+        uint32_t max_initiator_sge;
+        uint32_t inline_size;
+    };
+
+    explicit QueuePair(const Params& params);
+
+    // ---- initiator requests (QP-09 … QP-18). STATUS_SUCCESS: a completion is queued (unless silent) ----
+    NTSTATUS Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token);
+    NTSTATUS Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags);
+    NTSTATUS Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags);
+    // Bind, fast-register and invalidate: `operation()` does the memory work once the QP may post; its
+    // failure is returned inline (CB-17), its success is completed with `type`.
+    template <class Operation>
+    NTSTATUS RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULONG flags, Operation operation);
+    // ---- receive queue ----
+    NTSTATUS Receive(PVOID context, const NDK_SGE* sgl, ULONG count);
+    // QP-21: cancels the queued receives (initiator requests never wait in-process).
+    void Flush();
+
+    // ---- inbound side, called by the transport on the initiator's thread ----
+    InboundResult OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token);
+    InboundResult OnWrite(uint32_t token, uint64_t address, const PieceList& payload);
+    InboundResult OnRead(uint32_t token, uint64_t address, const PieceList& sink);
+
+    // ---- connection management ----
+    void Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit);
+    void SetState(State state) { state_.store(state, std::memory_order_release); }
+    State state() const { return state_.load(std::memory_order_acquire); }
+    // Error state: initiator requests complete with STATUS_CANCELLED. A terminate flushes the receives; a
+    // graceful disconnect from the peer does not (CM-27).
+    void EnterError(bool flush_receives = true);
+    // Stops new posts (QP-07/08) ...
+    void MarkClosed();
+    // ... and returns once no post of this QP is running; then the transport is forgotten.
+    void WaitIdle();
+    PVOID context() const { return params_.context; }
+    const void* pd() const { return params_.pd; }
+    uint32_t inbound_read_limit() const { return inbound_read_limit_; }
+    uint32_t outbound_read_limit() const { return outbound_read_limit_; }
+
+private:
+    class PostGuard;
+    void Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags, uint32_t provider_error = 0);
+    // Validates and gathers local SGEs into `out`; on an access error returns it and fills `error`.
+    NTSTATUS GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights, bool inline_data, PieceList& out,
+                         mem::AccessError* error);
+    NTSTATUS CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted, uint64_t* total);
+    void LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::AccessError error);
+
+    Params params_;
+    std::atomic<State> state_{State::kIdle};
+    std::atomic<uint32_t> posts_in_flight_{0};
+    Transport* transport_ = nullptr;
+    uint32_t inbound_read_limit_ = 0;
+    uint32_t outbound_read_limit_ = 0;
+    PieceList local_;   // scratch for the initiator (posting is serialised per queue, QP-05)
+    PieceList remote_;  // scratch for the inbound side, guarded by inbound_mutex_
+    std::mutex inbound_mutex_;
+};
+
+// Keeps the transport usable for one post; fails if the QP is not connected.
+class QueuePair::PostGuard {
+public:
+    explicit PostGuard(QueuePair& qp) : qp_(qp) {
+        qp_.posts_in_flight_.fetch_add(1, std::memory_order_acq_rel);
+        state_ = qp_.state();
+    }
+    ~PostGuard() { qp_.posts_in_flight_.fetch_sub(1, std::memory_order_acq_rel); }
+    State state() const { return state_; }
+
+private:
+    QueuePair& qp_;
+    State state_;
+};
+
+template <class Operation>
+NTSTATUS QueuePair::RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULONG flags, Operation operation) {
+    PostGuard guard(*this);
+    if (guard.state() == State::kError) {
+        Complete(context, type, STATUS_CANCELLED, 0);
+        return STATUS_SUCCESS;
+    }
+    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;  // FR-17, MW-08, QP-09
+    NTSTATUS status = operation();
+    if (!NT_SUCCESS(status)) return status;
+    Complete(context, type, STATUS_SUCCESS, flags);
+    return STATUS_SUCCESS;
+}
+
+}  // namespace softndk::engine

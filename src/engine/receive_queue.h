@@ -1,0 +1,55 @@
+// A receive queue: the QP's own, or an SRQ shared by several QPs (SRQ-01 … SRQ-10). Posted by the consumer
+// (serialised per queue, QP-05) and consumed by whichever thread delivers a send, so it takes a lock.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <softndk/ndkpi.h>
+
+namespace softndk::engine {
+
+struct ReceiveRequest {
+    PVOID context = nullptr;
+    uint32_t sge_count = 0;
+    const NDK_SGE* sges = nullptr;  // valid until the next Post into the same slot
+};
+
+class ReceiveQueue {
+public:
+    // Called (on the provider thread, by the owner) when the queued count falls below the threshold.
+    using ThresholdNotifier = std::function<void()>;
+
+    ReceiveQueue(uint32_t depth, uint32_t max_sge);
+
+    // STATUS_INSUFFICIENT_RESOURCES when full, STATUS_INVALID_PARAMETER for too many SGEs.
+    NTSTATUS Post(PVOID context, const NDK_SGE* sgl, uint32_t count);
+    // Takes the oldest request; false if none. The SGEs stay valid until the slot is posted again, which
+    // cannot happen before this delivery finishes: the slot is only reused after `depth` more posts.
+    bool Pop(ReceiveRequest* request);
+    // All queued requests, oldest first, removing them (flush).
+    std::vector<PVOID> Drain();
+    // SRQ-05/06: depth 0 keeps the depth; threshold 0 keeps threshold and arming.
+    NTSTATUS Modify(uint32_t depth, uint32_t threshold);
+    void SetThresholdNotifier(uint32_t threshold, ThresholdNotifier notifier);
+    uint32_t size() const;
+    uint32_t max_sge() const { return max_sge_; }
+
+private:
+    void CheckThresholdLocked(std::unique_lock<std::mutex>& lock);
+
+    mutable std::mutex mutex_;
+    uint32_t depth_;
+    const uint32_t max_sge_;
+    std::vector<PVOID> contexts_;
+    std::vector<uint32_t> counts_;
+    std::vector<NDK_SGE> sges_;
+    uint32_t head_ = 0;
+    uint32_t count_ = 0;
+    uint32_t threshold_ = 0;
+    bool armed_ = false;
+    ThresholdNotifier notifier_;
+};
+
+}  // namespace softndk::engine

@@ -1,0 +1,124 @@
+#include "mem/memory_window.h"
+
+#include "common/last_error.h"
+
+namespace softndk::mem {
+
+MemoryWindow::MemoryWindow(TokenTable& tokens, const void* owner_pd) : tokens_(tokens) {
+    target_.kind = TargetKind::kWindow;
+    target_.owner = owner_pd;
+    target_.invalidatable = this;
+}
+
+MemoryWindow::~MemoryWindow() {
+    if (slot_ != 0) tokens_.Free(slot_);
+}
+
+NTSTATUS MemoryWindow::Bind(MemoryRegion& region, uint64_t virtual_address, uint64_t length, ULONG flags,
+                            uint64_t max_window_size, Unbound on_unbound) {
+    constexpr ULONG kAccepted = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_ALLOW_REMOTE_READ |
+                                NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_DEFER;  // MW-06
+    if ((flags & ~kAccepted) != 0 || ((flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) != 0 &&
+                                      (flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) != NDK_OP_FLAG_ALLOW_REMOTE_WRITE)) {
+        SetLastErrorText("NdkBind: flags 0x%x outside the bind set (MW-06, AMB-37)", flags);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (virtual_address == 0 || length == 0 || length > max_window_size || virtual_address + length < virtual_address) {
+        SetLastErrorText("NdkBind: zero-based address, zero length or length above MaxWindowSize (MW-05, MW-11)");
+        return STATUS_INVALID_PARAMETER;
+    }
+    const MemoryRegion::State region_state = region.state();
+    if (region_state != MemoryRegion::State::kRegistered && region_state != MemoryRegion::State::kFastRegistered) {
+        SetLastErrorText("NdkBind: the MR is not registered (AMB-26)");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    const TokenTarget& mr = region.target();
+    if (mr.owner != target_.owner) {
+        SetLastErrorText("NdkBind: the MR belongs to another PD");
+        return STATUS_INVALID_PARAMETER;
+    }
+    uint32_t rights = kRightLocalRead;
+    if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ) rights |= kRightRemoteRead;
+    if ((flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) == NDK_OP_FLAG_ALLOW_REMOTE_WRITE)
+        rights |= kRightRemoteWrite | kRightLocalWrite;
+    if ((mr.rights & rights) != rights) {  // MW-07
+        SetLastErrorText("NdkBind: the MR does not allow the access requested for the window (MW-07)");
+        return STATUS_ACCESS_VIOLATION;
+    }
+    if (virtual_address < mr.base_va || length > mr.length || virtual_address - mr.base_va > mr.length - length) {
+        SetLastErrorText("NdkBind: the window is not inside the MR (MW-03, AMB-06)");
+        return STATUS_INVALID_PARAMETER;
+    }
+    std::lock_guard lock(mutex_);
+    if (state_ != State::kUnbound) {
+        SetLastErrorText("NdkBind: the window is bound; invalidate it first");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    if (slot_ == 0) {
+        NTSTATUS status = tokens_.Reserve(&slot_);
+        if (!NT_SUCCESS(status)) {
+            slot_ = 0;
+            return status;
+        }
+    }
+    target_.base_va = virtual_address;
+    target_.length = length;
+    target_.rights = rights | (mr.rights & kRightReadSink);
+    target_.pages = mr.pages;
+    target_.page_offset = virtual_address - mr.base_va + mr.page_offset;
+    region_ = &region;
+    on_unbound_ = std::move(on_unbound);
+    region.AddBoundWindow();
+    token_pair_ = tokens_.Publish(slot_, &target_, token_pair_);  // TOK-04: new key on every bind
+    state_ = State::kBound;
+    return STATUS_SUCCESS;
+}
+
+void MemoryWindow::FinishUnbind(std::unique_lock<std::mutex>& lock) {
+    region_->RemoveBoundWindow();
+    region_ = nullptr;
+    Unbound unbound = std::move(on_unbound_);
+    state_ = State::kUnbound;
+    lock.unlock();
+    if (unbound) unbound();
+}
+
+NTSTATUS MemoryWindow::Invalidate() {
+    std::unique_lock lock(mutex_);
+    if (state_ != State::kBound) {
+        SetLastErrorText("NdkInvalidate: the window is not bound");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    state_ = State::kDraining;
+    lock.unlock();
+    if (!tokens_.Retire(slot_, &MemoryWindow::OnDrained, this)) return STATUS_SUCCESS;  // finishes on drain
+    lock.lock();
+    FinishUnbind(lock);
+    return STATUS_SUCCESS;
+}
+
+void MemoryWindow::OnDrained(void* self) {
+    auto* window = static_cast<MemoryWindow*>(self);
+    std::unique_lock lock(window->mutex_);
+    window->FinishUnbind(lock);
+}
+
+NTSTATUS MemoryWindow::InvalidateToken(uint32_t token) {
+    {
+        std::lock_guard lock(mutex_);
+        if (token != token_pair_.remote) return STATUS_INVALID_HANDLE;
+    }
+    return Invalidate();
+}
+
+uint32_t MemoryWindow::RemoteToken() const {
+    std::lock_guard lock(mutex_);
+    return state_ == State::kBound ? token_pair_.remote : 0;
+}
+
+MemoryWindow::State MemoryWindow::state() const {
+    std::lock_guard lock(mutex_);
+    return state_;
+}
+
+}  // namespace softndk::mem

@@ -1,0 +1,51 @@
+// An MW (MW-01 … MW-13): bound by NdkBind to a sub-range of a registered or fast-registered MR, with rights
+// that are a subset of the MR's; its own token slot; invalidated locally or by the peer.
+#pragma once
+
+#include <functional>
+#include <mutex>
+
+#include <softndk/wdm.h>
+
+#include "mem/memory_region.h"
+#include "mem/token_table.h"
+#include "mem/token_target.h"
+
+namespace softndk::mem {
+
+class MemoryWindow : public Invalidatable {
+public:
+    enum class State { kUnbound, kBound, kDraining };
+    using Unbound = std::function<void()>;  // runs once the window no longer uses its MR
+
+    MemoryWindow(TokenTable& tokens, const void* owner_pd);
+    ~MemoryWindow();
+    MemoryWindow(const MemoryWindow&) = delete;
+    MemoryWindow& operator=(const MemoryWindow&) = delete;
+
+    // MW-03 … MW-07. STATUS_ACCESS_VIOLATION when the MR lacks a requested right (AMB-05: the window's rights
+    // must be a subset of the MR's), STATUS_INVALID_PARAMETER for a range outside the MR or flags outside the
+    // bind set, STATUS_INVALID_DEVICE_STATE for an unregistered MR or an already bound window.
+    NTSTATUS Bind(MemoryRegion& region, uint64_t virtual_address, uint64_t length, ULONG flags,
+                  uint64_t max_window_size, Unbound on_unbound);
+    // MW-13: invalidation; the MR is released when in-flight work has drained.
+    NTSTATUS Invalidate();
+    NTSTATUS InvalidateToken(uint32_t token) override;
+    uint32_t RemoteToken() const;
+    State state() const;
+
+private:
+    static void OnDrained(void* self);
+    void FinishUnbind(std::unique_lock<std::mutex>& lock);
+
+    TokenTable& tokens_;
+    mutable std::mutex mutex_;
+    State state_ = State::kUnbound;
+    uint32_t slot_ = 0;
+    TokenPair token_pair_{};
+    TokenTarget target_;
+    MemoryRegion* region_ = nullptr;
+    Unbound on_unbound_;
+};
+
+}  // namespace softndk::mem

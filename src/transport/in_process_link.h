@@ -1,0 +1,60 @@
+// The in-process transport: two QPs of one process joined directly. Each side's Transport runs the other
+// side's inbound handlers on the initiator's thread, so bytes move with one copy and no parsing.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "engine/queue_pair.h"
+#include "engine/transport.h"
+
+namespace softndk::transport {
+
+class InProcessLink {
+public:
+    // Called once, on the thread that detected it, when either side terminates the connection.
+    using TerminateHook = std::function<void(uint32_t provider_error)>;
+
+    InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate);
+    InProcessLink(const InProcessLink&) = delete;
+    InProcessLink& operator=(const InProcessLink&) = delete;
+
+    // Associates both QPs with their ends and the negotiated read limits (index 0 = active side).
+    void Start(const uint32_t inbound_limit[2], const uint32_t outbound_limit[2]);
+    // Marks both QPs connected (NdkCompleteConnect / NdkAccept done).
+    void Establish();
+    // Graceful disconnect from `side`: the other side's QP stops sending (no flush, CM-27).
+    void PeerDisconnected(int side);
+    // Both QPs stop; returns once no post on either side is running (QP-07/08).
+    void Shutdown();
+    void Terminate(uint32_t provider_error);
+    bool terminated() const { return terminated_.load(std::memory_order_acquire); }
+
+private:
+    class End : public engine::Transport {
+    public:
+        End(InProcessLink* link, int side) : link_(link), side_(side) {}
+        engine::InboundResult Send(const engine::PieceList& payload, bool solicited, bool invalidate,
+                                   uint32_t token) override {
+            return link_->qp_[1 - side_]->OnSend(payload, solicited, invalidate, token);
+        }
+        engine::InboundResult Write(uint32_t token, uint64_t address, const engine::PieceList& payload) override {
+            return link_->qp_[1 - side_]->OnWrite(token, address, payload);
+        }
+        engine::InboundResult Read(uint32_t token, uint64_t address, const engine::PieceList& sink) override {
+            return link_->qp_[1 - side_]->OnRead(token, address, sink);
+        }
+        void Terminate(uint32_t provider_error) override { link_->Terminate(provider_error); }
+
+    private:
+        InProcessLink* link_;
+        int side_;
+    };
+
+    engine::QueuePair* qp_[2];
+    End ends_[2];
+    TerminateHook on_terminate_;
+    std::atomic<bool> terminated_{false};
+};
+
+}  // namespace softndk::transport
