@@ -69,7 +69,8 @@ public:
     void RemoveConnection(const Endpoint& local, const Endpoint& remote);
 
 private:
-    mutable std::mutex mutex_;
+    // Recursive: a listener's Offer runs under it and takes endpoint references.
+    mutable std::recursive_mutex mutex_;
     std::map<Endpoint, uint32_t> bound_;
     std::map<Endpoint, ConnectTarget*> listeners_;
     std::set<std::pair<Endpoint, Endpoint>> connections_;

@@ -1,0 +1,404 @@
+// QP-xx data path and the one access check (issue 3 §2 and §6), in every completion mode.
+#include <cstring>
+
+#include "api/objects.h"
+#include "support/connected_pair.h"
+
+namespace softndk::test {
+namespace {
+
+class QpTest : public ConnectedPairTest {
+protected:
+    void Fill(LockedBuffer& buffer, uint8_t seed) {
+        for (size_t i = 0; i < buffer.bytes(); ++i) buffer.data()[i] = static_cast<uint8_t>(seed + i * 7);
+    }
+    // Posts a receive on B covering `length` bytes at offset 0.
+    void PostReceive(ULONG length, PVOID context = reinterpret_cast<PVOID>(0x77)) {
+        NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), length);
+        ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, context, &sge, 1), STATUS_SUCCESS);
+    }
+    // The access-check matrix: a request that must fail on the side the spec names and change no byte of B.
+    void ExpectRemoteRefusal(NTSTATUS initiator_status) {
+        NDK_RESULT_EX result = Poll(cq_a_);
+        EXPECT_EQ(result.Status, initiator_status);
+        EXPECT_NE(result.ProviderErrorCode, 0u) << "the RFC 5040 terminate code";
+        // RFC 5040 terminate: both consumers hear of it, and later requests complete as flushed.
+        EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+        ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED);
+    }
+    void ExpectUnchanged(const std::vector<uint8_t>& before) {
+        EXPECT_EQ(std::memcmp(before.data(), buffer_b_->data(), before.size()), 0) << "target memory changed";
+    }
+    std::vector<uint8_t> Snapshot() { return {buffer_b_->data(), buffer_b_->data() + buffer_b_->bytes()}; }
+};
+SOFTNDK_ALL_MODES(QpTest);
+
+TEST_P(QpTest, QP_04_SendReceiveMovesDataWithContexts) {
+    Fill(*buffer_a_, 3);
+    PostReceive(PAGE_SIZE);
+    NDK_SGE sges[2] = {Sge(mr_a_, buffer_a_->data(), 100), Sge(mr_a_, buffer_a_->data() + 3000, 2000)};
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, reinterpret_cast<PVOID>(0x55), sges, 2, 0), STATUS_SUCCESS);
+    NDK_RESULT_EX sent = Poll(cq_a_);
+    EXPECT_EQ(sent.Status, STATUS_SUCCESS);
+    EXPECT_EQ(sent.Type, NdkOperationTypeSend);
+    EXPECT_EQ(sent.QPContext, reinterpret_cast<PVOID>(0xA));
+    EXPECT_EQ(sent.RequestContext, reinterpret_cast<PVOID>(0x55));
+    NDK_RESULT_EX received = Poll(cq_b_);
+    EXPECT_EQ(received.Status, STATUS_SUCCESS);
+    EXPECT_EQ(received.Type, NdkOperationTypeReceive);
+    EXPECT_EQ(received.BytesTransferred, 2100u);  // QP-20
+    EXPECT_EQ(received.QPContext, reinterpret_cast<PVOID>(0xB));
+    EXPECT_EQ(received.RequestContext, reinterpret_cast<PVOID>(0x77));
+    EXPECT_EQ(std::memcmp(buffer_b_->data(), buffer_a_->data(), 100), 0);
+    EXPECT_EQ(std::memcmp(buffer_b_->data() + 100, buffer_a_->data() + 3000, 2000), 0);
+}
+
+TEST_P(QpTest, QP_WriteAndReadMoveDataAcrossPages) {
+    Fill(*buffer_a_, 11);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data() + 10, 3 * PAGE_SIZE);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_, 20),
+                                        mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    NDK_RESULT_EX written = Poll(cq_a_);
+    EXPECT_EQ(written.Status, STATUS_SUCCESS);
+    EXPECT_EQ(written.Type, NdkOperationTypeWrite);
+    EXPECT_EQ(std::memcmp(buffer_b_->data() + 20, buffer_a_->data() + 10, 3 * PAGE_SIZE), 0);
+    std::memset(buffer_a_->data(), 0, buffer_a_->bytes());
+    NDK_SGE sinks[2] = {Sge(mr_a_, buffer_a_->data(), 5000), Sge(mr_a_, buffer_a_->data() + 8000, 1000)};
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, sinks, 2, RemoteAddress(*buffer_b_, 20),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    NDK_RESULT_EX read = Poll(cq_a_);
+    EXPECT_EQ(read.Status, STATUS_SUCCESS);
+    EXPECT_EQ(read.Type, NdkOperationTypeRead);
+    EXPECT_EQ(std::memcmp(buffer_a_->data(), buffer_b_->data() + 20, 5000), 0);
+    EXPECT_EQ(std::memcmp(buffer_a_->data() + 8000, buffer_b_->data() + 5020, 1000), 0);
+}
+
+TEST_P(QpTest, QP_10_SilentSuccessQueuesNoCompletion) {
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
+                                        mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), NDK_OP_FLAG_SILENT_SUCCESS),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Pending(cq_a_), 0u);
+    // A failing silent request still completes (QP-10).
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), 0x12345678,
+                                        NDK_OP_FLAG_SILENT_SUCCESS),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_INVALID_HANDLE);
+}
+
+TEST_P(QpTest, QP_13_InlineSendIgnoresTokensAndHonoursInlineSize) {
+    uint8_t message[32];
+    for (uint8_t i = 0; i < 32; ++i) message[i] = i;
+    PostReceive(64);
+    NDK_SGE sge{};
+    sge.VirtualAddress = message;
+    sge.Length = 32;
+    sge.MemoryRegionToken = 0xDEADBEEF;  // TOK-09: ignored
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, NDK_OP_FLAG_INLINE), STATUS_SUCCESS);
+    std::memset(message, 0xFF, sizeof(message));  // the buffer may change once the call returned
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).BytesTransferred, 32u);
+    for (uint8_t i = 0; i < 32; ++i) EXPECT_EQ(buffer_b_->data()[i], i);
+    uint8_t large[65] = {};
+    sge.VirtualAddress = large;
+    sge.Length = sizeof(large);
+    EXPECT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER)
+        << "above the QP's InlineDataSize";
+}
+
+TEST_P(QpTest, QP_14_FlagsARequestDoesNotListAreRejectedInline) {
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    const UINT32 remote = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    EXPECT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, NDK_OP_FLAG_ALLOW_REMOTE_READ),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), remote, NDK_OP_FLAG_INLINE),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), remote, 0x80000000),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(Pending(cq_a_), 0u) << "CB-17: an inline failure queues no completion";
+}
+
+TEST_P(QpTest, QP_17_18_SgeCountAndTransferLimits) {
+    NDK_SGE sges[40];
+    for (NDK_SGE& sge : sges) sge = Sge(mr_a_, buffer_a_->data(), 1);
+    const UINT32 remote = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    EXPECT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, sges, 5, 0), STATUS_INVALID_PARAMETER) << "QP made with 4";
+    EXPECT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, sges, Info().MaxReadRequestSge + 1, RemoteAddress(*buffer_b_),
+                                       remote, 0),
+              STATUS_INVALID_PARAMETER);
+    NDK_SGE huge = Sge(mr_a_, buffer_a_->data(), Info().MaxTransferLength);
+    NDK_SGE two[2] = {huge, huge};
+    EXPECT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, two, 2, RemoteAddress(*buffer_b_), remote, 0),
+              STATUS_INVALID_PARAMETER);
+}
+
+TEST_P(QpTest, QP_21_FlushCancelsQueuedReceives) {
+    PostReceive(16, reinterpret_cast<PVOID>(1));
+    PostReceive(16, reinterpret_cast<PVOID>(2));
+    qp_b_->Dispatch->NdkFlush(qp_b_);
+    NDK_RESULT_EX first = Poll(cq_b_);
+    NDK_RESULT_EX second = Poll(cq_b_);
+    EXPECT_EQ(first.Status, STATUS_CANCELLED);
+    EXPECT_EQ(first.RequestContext, reinterpret_cast<PVOID>(1));
+    EXPECT_EQ(second.Status, STATUS_CANCELLED);
+    EXPECT_EQ(second.RequestContext, reinterpret_cast<PVOID>(2));
+}
+
+// ---- the access-check matrix (issue 3 §6) ----
+TEST_P(QpTest, QP_AccessUnknownTokenFailsInvalidHandle) {
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), 0x00FFFF42, 0),
+              STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_INVALID_HANDLE);
+    ExpectUnchanged(before);
+}
+
+TEST_P(QpTest, QP_AccessStaleKeyFailsInvalidHandle) {
+    auto before = Snapshot();
+    const UINT32 remote = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), remote ^ 0x5A, 0),
+              STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_INVALID_HANDLE);
+    ExpectUnchanged(before);
+}
+
+TEST_P(QpTest, QP_AccessTokenOfAnotherPdFailsAccessDenied) {
+    NDK_PD* other_pd = CreatePd();
+    Completion created;
+    NDK_MR* other = nullptr;
+    ASSERT_EQ(created.Wait(other_pd->Dispatch->NdkCreateMr(other_pd, FALSE, &Completion::OnCreate, &created, &other)),
+              STATUS_SUCCESS);
+    if (other == nullptr) other = reinterpret_cast<NDK_MR*>(created.object());
+    LockedBuffer target(1);
+    ASSERT_EQ(Register(other, target.mdl(), target.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    std::vector<uint8_t> before(target.data(), target.data() + target.bytes());
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, reinterpret_cast<UINT64>(target.data()),
+                                        other->Dispatch->NdkGetRemoteTokenFromMr(other), 0),
+              STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_ACCESS_DENIED);
+    EXPECT_EQ(std::memcmp(before.data(), target.data(), before.size()), 0);
+    Close(&other->Header);
+    Close(&other_pd->Header);
+}
+
+TEST_P(QpTest, QP_AccessBelowBasePastEndAndWrappingFail) {
+    const UINT32 remote = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    const UINT64 base = RemoteAddress(*buffer_b_);
+    const UINT64 cases[] = {base - 1, base + buffer_b_->bytes() - 63, ~UINT64{0} - 10};
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, cases[0], remote, 0), STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_REMOTE_RESOURCES);
+    ExpectUnchanged(before);
+    // The other two, checked directly against the one access check (the connection is dead now).
+    auto& tokens = api::FromHandle<api::AdapterObject>(adapter_)->tokens;
+    for (UINT64 address : {cases[1], cases[2]}) {
+        mem::TokenRef grant;
+        EXPECT_EQ(mem::CheckAccess(tokens, {remote, mem::TokenKind::kRemote, pd_, address, 64, mem::kRightRemoteWrite},
+                                   &grant),
+                  mem::AccessError::kOutOfBounds)
+            << std::hex << address;
+        EXPECT_EQ(mem::CheckAccess(
+                      tokens, {remote, mem::TokenKind::kRemote, pd_, base, ~UINT64{0}, mem::kRightRemoteWrite}, &grant),
+                  mem::AccessError::kOutOfBounds);
+    }
+}
+
+TEST_P(QpTest, QP_AccessWriteWithoutRemoteWriteFailsAccessViolation) {
+    NDK_MR* read_only = CreateMr(false);
+    ASSERT_EQ(Register(read_only, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
+                                        read_only->Dispatch->NdkGetRemoteTokenFromMr(read_only), 0),
+              STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_ACCESS_VIOLATION);
+    ExpectUnchanged(before);
+    Close(&read_only->Header);
+}
+
+TEST_P(QpTest, QP_AccessReadWithoutRemoteReadFailsAccessViolation) {
+    NDK_MR* write_only = CreateMr(false);
+    ASSERT_EQ(Register(write_only, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE),
+              STATUS_SUCCESS);
+    std::memset(buffer_a_->data(), 0x3C, 64);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
+                                       write_only->Dispatch->NdkGetRemoteTokenFromMr(write_only), 0),
+              STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_ACCESS_VIOLATION);
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << "the sink is untouched";
+    Close(&write_only->Header);
+}
+
+TEST_P(QpTest, QP_AccessLocalSgeOutsideItsMrFailsLocally) {
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data() + buffer_a_->bytes() - 10, 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
+                                        mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_INVALID_PARAMETER);  // the local bounds status
+    ExpectUnchanged(before);
+}
+
+TEST_P(QpTest, QP_AccessReceiveIntoMrWithoutLocalWriteFails) {
+    NDK_MR* read_only = CreateMr(false);
+    ASSERT_EQ(Register(read_only, buffer_b_->mdl(), buffer_b_->bytes(), 0), STATUS_SUCCESS);
+    NDK_SGE receive = Sge(read_only, buffer_b_->data(), 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_ACCESS_VIOLATION) << "the receiver's local write check";
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_CONNECTION_ABORTED);
+    ExpectUnchanged(before);
+    Close(&read_only->Header);
+}
+
+TEST_P(QpTest, QP_AccessReadIntoSinkWithoutLocalWriteFails) {
+    NDK_MR* read_only = CreateMr(false);
+    ASSERT_EQ(Register(read_only, buffer_a_->mdl(), buffer_a_->bytes(), 0), STATUS_SUCCESS);
+    std::memset(buffer_a_->data(), 0x11, 64);
+    NDK_SGE sink = Sge(read_only, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_ACCESS_VIOLATION);
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x11);
+    Close(&read_only->Header);
+}
+
+TEST_P(QpTest, QP_AccessAfterDeregistrationFails) {
+    NDK_MR* extra = CreateMr(false);
+    ASSERT_EQ(Register(extra, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    const UINT32 token = extra->Dispatch->NdkGetRemoteTokenFromMr(extra);
+    ASSERT_EQ(Deregister(extra), STATUS_SUCCESS);
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), token, 0), STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_INVALID_HANDLE);
+    ExpectUnchanged(before);
+    Close(&extra->Header);
+}
+
+TEST_P(QpTest, QP_SendLargerThanThePostedReceiveFailsBufferOverflow) {
+    PostReceive(16);
+    auto before = Snapshot();
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 17);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_BUFFER_OVERFLOW);
+    ExpectRemoteRefusal(STATUS_BUFFER_OVERFLOW);
+    ExpectUnchanged(before);
+}
+
+TEST_P(QpTest, QP_SendWithNoReceivePostedAbortsTheConnection) {
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    ExpectRemoteRefusal(STATUS_CONNECTION_ABORTED);
+}
+
+TEST_P(QpTest, QP_TerminateFlushesTheReceivesOfBothSides) {
+    PostReceive(16, reinterpret_cast<PVOID>(9));
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, 0, 0x42, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_INVALID_HANDLE);
+    NDK_RESULT_EX flushed = Poll(cq_b_);
+    EXPECT_EQ(flushed.Status, STATUS_CANCELLED);
+    EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(9));
+}
+
+TEST_P(QpTest, QP_19_NoReadWhenTheOutboundLimitIsZero) {
+    // A second pair whose connect asks for no outbound reads.
+    CqEvents events;
+    NDK_CQ* cq = CreateCq(16, &events);
+    NDK_QP* qp_c = CreateQp(cq, cq, nullptr);
+    NDK_QP* qp_d = CreateQp(cq, cq, nullptr);
+    uint16_t port = 0;
+    ConnectEvents connects;
+    NDK_LISTENER* listener = Listen(&connects, 0, &port);
+    NDK_CONNECTOR* active = CreateConnector();
+    SOCKADDR_IN source = Loopback(0);
+    SOCKADDR_IN destination = Loopback(port);
+    Completion connected;
+    NTSTATUS returned = active->Dispatch->NdkConnect(active, qp_c, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+                                                     reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 4,
+                                                     0, nullptr, 0, &Completion::OnRequest, &connected);
+    ASSERT_TRUE(WaitFor([&] { return connects.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = connects.incoming;
+    ULONG inbound = 99, outbound = 99, length = 0;
+    EXPECT_EQ(passive->Dispatch->NdkGetConnectionData(passive, &inbound, &outbound, nullptr, &length), STATUS_SUCCESS);
+    EXPECT_EQ(inbound, 0u) << "the caller's outbound limit";
+    EXPECT_EQ(outbound, 4u);
+    Completion accepted;
+    NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, qp_d, 200, 200, nullptr, 0, nullptr, nullptr,
+                                                            &Completion::OnRequest, &accepted);
+    ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
+    EXPECT_EQ(active->Dispatch->NdkGetConnectionData(active, &inbound, &outbound, nullptr, &length), STATUS_SUCCESS);
+    EXPECT_EQ(inbound, 4u) << "CM-03: min(4, the passive side's capped outbound 128)";
+    EXPECT_EQ(outbound, 0u);
+    Completion completed;
+    ASSERT_EQ(completed.Wait(
+                  active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest, &completed)),
+              STATUS_SUCCESS);
+    ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 8);
+    EXPECT_EQ(qp_c->Dispatch->NdkRead(qp_c, nullptr, &sink, 1, RemoteAddress(*buffer_b_),
+                                      mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_INSUFFICIENT_RESOURCES);
+    for (NDK_OBJECT_HEADER* object :
+         {&active->Header, &passive->Header, &listener->Header, &qp_c->Header, &qp_d->Header, &cq->Header})
+        Close(object);
+}
+
+TEST_P(QpTest, QP_09_NotConnectedQpRefusesInitiatorRequests) {
+    NDK_QP* lone = CreateQp(cq_a_, cq_a_, nullptr);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    const UINT32 remote = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    EXPECT_EQ(lone->Dispatch->NdkSend(lone, nullptr, &sge, 1, 0), STATUS_CONNECTION_INVALID);
+    EXPECT_EQ(lone->Dispatch->NdkSendAndInvalidate(lone, nullptr, &sge, 1, 0, remote), STATUS_CONNECTION_INVALID);
+    EXPECT_EQ(lone->Dispatch->NdkWrite(lone, nullptr, &sge, 1, RemoteAddress(*buffer_b_), remote, 0),
+              STATUS_CONNECTION_INVALID);
+    EXPECT_EQ(lone->Dispatch->NdkRead(lone, nullptr, &sge, 1, RemoteAddress(*buffer_b_), remote, 0),
+              STATUS_CONNECTION_INVALID);
+    EXPECT_EQ(lone->Dispatch->NdkInvalidate(lone, nullptr, &mr_a_->Header, 0), STATUS_CONNECTION_INVALID);
+    EXPECT_EQ(lone->Dispatch->NdkReceive(lone, nullptr, &sge, 1), STATUS_SUCCESS)
+        << "AMB-29: receives may be pre-posted";
+    EXPECT_EQ(Pending(cq_a_), 0u);
+    Close(&lone->Header);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED) << "LIFE-09: closing the QP flushes its receive";
+}
+
+TEST_P(QpTest, QP_01_CreateQpEnforcesTheAdvertisedLimits) {
+    const NDK_ADAPTER_INFO info = Info();
+    Completion done;
+    NDK_QP* qp = nullptr;
+    auto create = pd_->Dispatch->NdkCreateQp;
+    EXPECT_EQ(create(pd_, cq_a_, cq_a_, nullptr, info.MaxReceiveQueueDepth + 1, 1, 1, 1, 0, &Completion::OnCreate,
+                     &done, &qp),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(create(pd_, cq_a_, cq_a_, nullptr, 1, info.MaxInitiatorQueueDepth + 1, 1, 1, 0, &Completion::OnCreate,
+                     &done, &qp),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(create(pd_, cq_a_, cq_a_, nullptr, 1, 1, info.MaxReceiveRequestSge + 1, 1, 0, &Completion::OnCreate,
+                     &done, &qp),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(create(pd_, cq_a_, cq_a_, nullptr, 1, 1, 1, info.MaxInitiatorRequestSge + 1, 0, &Completion::OnCreate,
+                     &done, &qp),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(
+        create(pd_, cq_a_, cq_a_, nullptr, 1, 1, 1, 1, info.MaxInlineDataSize + 1, &Completion::OnCreate, &done, &qp),
+        STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(create(pd_, nullptr, cq_a_, nullptr, 1, 1, 1, 1, 0, &Completion::OnCreate, &done, &qp),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(qp, nullptr);
+}
+
+}  // namespace
+}  // namespace softndk::test

@@ -1,0 +1,206 @@
+// Two QPs connected through a listener and a connector, in the completion mode of the test parameter, with a
+// registered buffer on each side. Used by the data-path conformance tests.
+#pragma once
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "support/ndk_test_support.h"
+
+namespace softndk::test {
+
+struct ConnectEvents {
+    std::atomic<NDK_CONNECTOR*> incoming{nullptr};
+    std::atomic<int> count{0};
+    static VOID OnConnect(PVOID context, NDK_CONNECTOR* connector) {
+        auto* events = static_cast<ConnectEvents*>(context);
+        events->incoming = connector;
+        ++events->count;
+    }
+};
+
+struct DisconnectEvents {
+    std::atomic<int> count{0};
+    static VOID OnDisconnect(PVOID context) { ++static_cast<DisconnectEvents*>(context)->count; }
+};
+
+struct CqEvents {
+    std::atomic<int> count{0};
+    std::atomic<NTSTATUS> last{STATUS_PENDING};
+    static VOID OnNotify(PVOID context, NTSTATUS status) {
+        auto* events = static_cast<CqEvents*>(context);
+        events->last = status;
+        ++events->count;
+    }
+};
+
+template <class Predicate>
+bool WaitFor(Predicate predicate, int milliseconds = 5000) {
+    for (int i = 0; i < milliseconds * 10; ++i) {
+        if (predicate()) return true;
+        usleep(100);
+    }
+    return predicate();
+}
+
+inline SOCKADDR_IN Loopback(uint16_t port) {
+    SOCKADDR_IN address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    return address;
+}
+
+class ConnectedPairTest : public AdapterTest {
+protected:
+    static constexpr size_t kPages = 4;
+    static constexpr ULONG kDepth = 64;
+
+    void SetUp() override {
+        AdapterTest::SetUp();
+        if (HasFatalFailure()) return;
+        cq_a_ = CreateCq(kDepth, &cq_events_a_);
+        cq_b_ = CreateCq(kDepth, &cq_events_b_);
+        qp_a_ = CreateQp(cq_a_, cq_a_, reinterpret_cast<PVOID>(0xA));
+        qp_b_ = CreateQp(cq_b_, cq_b_, reinterpret_cast<PVOID>(0xB));
+        buffer_a_ = std::make_unique<LockedBuffer>(kPages);
+        buffer_b_ = std::make_unique<LockedBuffer>(kPages);
+        mr_a_ = CreateMr(false);
+        mr_b_ = CreateMr(false);
+        const ULONG all = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ;
+        ASSERT_EQ(Register(mr_a_, buffer_a_->mdl(), buffer_a_->bytes(), all), STATUS_SUCCESS);
+        ASSERT_EQ(Register(mr_b_, buffer_b_->mdl(), buffer_b_->bytes(), all), STATUS_SUCCESS);
+        ConnectPair();
+    }
+
+    void TearDown() override {
+        for (NDK_CONNECTOR* connector : {connector_a_, connector_b_})
+            if (connector != nullptr) Close(&connector->Header);
+        if (listener_ != nullptr) Close(&listener_->Header);
+        for (NDK_QP* qp : {qp_a_, qp_b_})
+            if (qp != nullptr) Close(&qp->Header);
+        for (NDK_CQ* cq : {cq_a_, cq_b_})
+            if (cq != nullptr) Close(&cq->Header);
+        for (NDK_MR* mr : {mr_a_, mr_b_})
+            if (mr != nullptr) Close(&mr->Header);
+        buffer_a_.reset();
+        buffer_b_.reset();
+        AdapterTest::TearDown();
+    }
+
+    NDK_CQ* CreateCq(ULONG depth, CqEvents* events) {
+        Completion done;
+        NDK_CQ* cq = nullptr;
+        EXPECT_EQ(done.Wait(adapter_->Dispatch->NdkCreateCq(adapter_, depth, &CqEvents::OnNotify, events, nullptr,
+                                                            &Completion::OnCreate, &done, &cq)),
+                  STATUS_SUCCESS);
+        return cq != nullptr ? cq : reinterpret_cast<NDK_CQ*>(done.object());
+    }
+    NDK_QP* CreateQp(NDK_CQ* receive_cq, NDK_CQ* initiator_cq, PVOID context, ULONG inline_size = 64) {
+        Completion done;
+        NDK_QP* qp = nullptr;
+        EXPECT_EQ(done.Wait(pd_->Dispatch->NdkCreateQp(pd_, receive_cq, initiator_cq, context, kDepth, kDepth, 4, 4,
+                                                       inline_size, &Completion::OnCreate, &done, &qp)),
+                  STATUS_SUCCESS);
+        return qp != nullptr ? qp : reinterpret_cast<NDK_QP*>(done.object());
+    }
+    NDK_CONNECTOR* CreateConnector() {
+        Completion done;
+        NDK_CONNECTOR* connector = nullptr;
+        EXPECT_EQ(done.Wait(adapter_->Dispatch->NdkCreateConnector(adapter_, &Completion::OnCreate, &done, &connector)),
+                  STATUS_SUCCESS);
+        return connector != nullptr ? connector : reinterpret_cast<NDK_CONNECTOR*>(done.object());
+    }
+    NDK_LISTENER* Listen(ConnectEvents* events, uint16_t port, uint16_t* bound_port) {
+        Completion created;
+        NDK_LISTENER* listener = nullptr;
+        EXPECT_EQ(created.Wait(adapter_->Dispatch->NdkCreateListener(adapter_, &ConnectEvents::OnConnect, events,
+                                                                     &Completion::OnCreate, &created, &listener)),
+                  STATUS_SUCCESS);
+        if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
+        SOCKADDR_IN address = Loopback(port);
+        Completion listened;
+        EXPECT_EQ(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                              sizeof(address), &Completion::OnRequest, &listened)),
+                  STATUS_SUCCESS);
+        SOCKADDR_IN local{};
+        ULONG length = sizeof(local);
+        EXPECT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&local), &length),
+                  STATUS_SUCCESS);
+        *bound_port = ntohs(local.sin_port);
+        return listener;
+    }
+
+    // Listener on an ephemeral port, connector A -> accept on B, complete connect.
+    void ConnectPair() {
+        uint16_t port = 0;
+        listener_ = Listen(&connect_events_, 0, &port);
+        connector_a_ = CreateConnector();
+        SOCKADDR_IN source = Loopback(0);
+        SOCKADDR_IN destination = Loopback(port);
+        Completion connected;
+        NTSTATUS connect_returned = connector_a_->Dispatch->NdkConnect(
+            connector_a_, qp_a_, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+            reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 8, 8, nullptr, 0, &Completion::OnRequest,
+            &connected);
+        ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+        connector_b_ = connect_events_.incoming.load();
+        Completion accepted;
+        NTSTATUS accept_returned =
+            connector_b_->Dispatch->NdkAccept(connector_b_, qp_b_, 8, 8, nullptr, 0, &DisconnectEvents::OnDisconnect,
+                                              &disconnects_b_, &Completion::OnRequest, &accepted);
+        ASSERT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
+        Completion completed;
+        ASSERT_EQ(
+            completed.Wait(connector_a_->Dispatch->NdkCompleteConnect(
+                connector_a_, &DisconnectEvents::OnDisconnect, &disconnects_a_, &Completion::OnRequest, &completed)),
+            STATUS_SUCCESS);
+        ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    }
+
+    NDK_SGE Sge(NDK_MR* mr, uint8_t* address, ULONG length) {
+        NDK_SGE sge{};
+        sge.VirtualAddress = address;
+        sge.Length = length;
+        sge.MemoryRegionToken = mr->Dispatch->NdkGetLocalTokenFromMr(mr);
+        return sge;
+    }
+    // Polls one completion (waits up to 5 s).
+    NDK_RESULT_EX Poll(NDK_CQ* cq) {
+        NDK_RESULT_EX result{};
+        result.Status = STATUS_IO_TIMEOUT;
+        WaitFor([&] { return cq->Dispatch->NdkGetCqResultsEx(cq, &result, 1) == 1; });
+        return result;
+    }
+    ULONG Pending(NDK_CQ* cq) {
+        NDK_RESULT_EX results[kDepth];
+        return cq->Dispatch->NdkGetCqResultsEx(cq, results, kDepth);
+    }
+    UINT64 RemoteAddress(const LockedBuffer& buffer, size_t offset = 0) {
+        return reinterpret_cast<UINT64>(buffer.data() + offset);
+    }
+
+    NDK_CQ* cq_a_ = nullptr;
+    NDK_CQ* cq_b_ = nullptr;
+    NDK_QP* qp_a_ = nullptr;
+    NDK_QP* qp_b_ = nullptr;
+    NDK_MR* mr_a_ = nullptr;
+    NDK_MR* mr_b_ = nullptr;
+    NDK_LISTENER* listener_ = nullptr;
+    NDK_CONNECTOR* connector_a_ = nullptr;
+    NDK_CONNECTOR* connector_b_ = nullptr;
+    std::unique_ptr<LockedBuffer> buffer_a_;
+    std::unique_ptr<LockedBuffer> buffer_b_;
+    ConnectEvents connect_events_;
+    DisconnectEvents disconnects_a_;
+    DisconnectEvents disconnects_b_;
+    CqEvents cq_events_a_;
+    CqEvents cq_events_b_;
+};
+
+}  // namespace softndk::test
