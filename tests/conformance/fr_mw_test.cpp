@@ -1,0 +1,293 @@
+// FR-08 … FR-24, MW-01 … MW-13, TOK-03 … TOK-18: fast registration, windows and invalidation end to end.
+#include <cstring>
+#include <memory>
+
+#include "api/objects.h"
+#include "support/connected_pair.h"
+
+namespace softndk::test {
+namespace {
+
+class FastRegisterTest : public ConnectedPairTest {
+protected:
+    void SetUp() override {
+        ConnectedPairTest::SetUp();
+        if (HasFatalFailure()) return;
+        // B builds a LAM over its buffer and fast-registers it; A accesses it remotely.
+        lam_storage_.reset(new uint8_t[NDK_LAM_SIZE(kPages)]);
+        lam_ = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(lam_storage_.get());
+        ULONG size = NDK_LAM_SIZE(kPages);
+        ULONG fbo = 0;
+        ASSERT_EQ(BuildLam(buffer_b_->mdl(), buffer_b_->bytes(), lam_, &size, &fbo), STATUS_SUCCESS);
+        fast_ = CreateMr(true);
+        ASSERT_EQ(InitializeFast(fast_, kPages, TRUE), STATUS_SUCCESS);
+    }
+    void TearDown() override {
+        if (fast_ != nullptr) Close(&fast_->Header);
+        if (lam_ != nullptr) adapter_->Dispatch->NdkReleaseLAM(adapter_, lam_);
+        ConnectedPairTest::TearDown();
+    }
+    NTSTATUS FastRegister(ULONG pages, ULONG fbo, SIZE_T length, uint64_t base, ULONG flags, NDK_QP* qp = nullptr) {
+        qp = qp != nullptr ? qp : qp_b_;
+        return qp->Dispatch->NdkFastRegister(qp, reinterpret_cast<PVOID>(0xF), fast_, pages, lam_->AdapterPageArray,
+                                             fbo, length, reinterpret_cast<PVOID>(base), flags);
+    }
+    NTSTATUS WriteFromA(uint64_t address, UINT32 token, ULONG length = 64) {
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), length);
+        NTSTATUS status = qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, address, token, 0);
+        return status == STATUS_SUCCESS ? Poll(cq_a_).Status : status;
+    }
+
+    static constexpr uint64_t kBase = 0x500000000000ull;  // consumer-chosen, any value that is FBO mod PAGE_SIZE
+    std::unique_ptr<uint8_t[]> lam_storage_;
+    NDK_LOGICAL_ADDRESS_MAPPING* lam_ = nullptr;
+    NDK_MR* fast_ = nullptr;
+};
+SOFTNDK_ALL_MODES(FastRegisterTest);
+
+TEST_P(FastRegisterTest, FR_08_24_FullSequenceWithNewTokensAndStaleTokenFailing) {
+    std::memset(buffer_a_->data(), 0x5A, 64);
+    // FR-18/19: registered, completion of type FastRegister, token available.
+    ASSERT_EQ(FastRegister(kPages, 0x10, 2 * PAGE_SIZE, kBase + 0x10, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    NDK_RESULT_EX registered = Poll(cq_b_);
+    EXPECT_EQ(registered.Status, STATUS_SUCCESS);
+    EXPECT_EQ(registered.Type, NdkOperationTypeFastRegister);
+    const UINT32 first = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    ASSERT_NE(first, 0u);
+    // Remote access with the new token lands at FBO + offset of the LAM's pages.
+    EXPECT_EQ(WriteFromA(kBase + 0x10 + PAGE_SIZE, first), STATUS_SUCCESS);
+    EXPECT_EQ(buffer_b_->data()[0x10 + PAGE_SIZE], 0x5A);
+    // Invalidate, fast-register again: a new token; the stale one fails.
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+    NDK_RESULT_EX invalidated = Poll(cq_b_);
+    EXPECT_EQ(invalidated.Type, NdkOperationTypeInvalidate);
+    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 second = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    EXPECT_NE(second, first);
+    EXPECT_EQ(WriteFromA(kBase, second), STATUS_SUCCESS);
+    EXPECT_EQ(WriteFromA(kBase, first), STATUS_INVALID_HANDLE) << "the stale token";
+}
+
+TEST_P(FastRegisterTest, FR_16_RemoteFlagsOnAnMrWithoutRemoteAccessFailAccessViolation) {
+    NDK_MR* local_only = CreateMr(true);
+    ASSERT_EQ(InitializeFast(local_only, kPages, FALSE), STATUS_SUCCESS);
+    for (ULONG flags : {ULONG{NDK_OP_FLAG_ALLOW_REMOTE_READ}, ULONG{NDK_OP_FLAG_ALLOW_REMOTE_WRITE}}) {
+        EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, nullptr, local_only, kPages, lam_->AdapterPageArray, 0,
+                                                   PAGE_SIZE, reinterpret_cast<PVOID>(kBase), flags),
+                  STATUS_ACCESS_VIOLATION);
+    }
+    EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, nullptr, local_only, kPages, lam_->AdapterPageArray, 0, PAGE_SIZE,
+                                               reinterpret_cast<PVOID>(kBase), NDK_OP_FLAG_ALLOW_LOCAL_WRITE),
+              STATUS_SUCCESS);
+    Poll(cq_b_);
+    Close(&local_only->Header);
+}
+
+TEST_P(FastRegisterTest, FR_09_13_BadPageListsFboLengthAndBaseAreRefusedInline) {
+    EXPECT_EQ(FastRegister(kPages + 1, 0, PAGE_SIZE, kBase, 0), STATUS_INVALID_PARAMETER) << "more than initialised";
+    EXPECT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE + 1, kBase, 0), STATUS_INVALID_PARAMETER) << "FR-12";
+    EXPECT_EQ(FastRegister(kPages, 8, kPages * PAGE_SIZE - 7, kBase + 8, 0), STATUS_INVALID_PARAMETER) << "FR-12";
+    EXPECT_EQ(FastRegister(kPages, 8, PAGE_SIZE, kBase, 0), STATUS_INVALID_PARAMETER) << "FR-13: base != FBO mod page";
+    EXPECT_EQ(FastRegister(kPages, PAGE_SIZE, 1, kBase, 0), STATUS_INVALID_PARAMETER) << "FBO beyond a page";
+    EXPECT_EQ(FastRegister(kPages, 0, 0, kBase, 0), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0x20), STATUS_INVALID_PARAMETER) << "AMB-01: 0x20 alone";
+    EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER) << "FR-15";
+    NDK_LOGICAL_ADDRESS host[1];
+    host[0].QuadPart = reinterpret_cast<LONGLONG>(buffer_b_->data());
+    EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, nullptr, fast_, 1, host, 0, PAGE_SIZE,
+                                               reinterpret_cast<PVOID>(kBase), 0),
+              STATUS_INVALID_PARAMETER)
+        << "FR-10: a host address is not a logical address";
+    EXPECT_EQ(Pending(cq_b_), 0u);
+    EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, 0, 0), STATUS_SUCCESS) << "AMB-09: base 0 with FBO 0";
+    EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0), STATUS_INVALID_DEVICE_STATE) << "registered already";
+}
+
+TEST_P(FastRegisterTest, FR_17_NotConnectedQpRefusesFastRegister) {
+    NDK_QP* lone = CreateQp(cq_b_, cq_b_, nullptr);
+    EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0, lone), STATUS_CONNECTION_INVALID);
+    Close(&lone->Header);
+}
+
+TEST_P(FastRegisterTest, TOK_10_14_SendAndInvalidateInvalidatesBeforeTheCompletion) {
+    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 token = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + 3 * PAGE_SIZE, 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 16);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSendAndInvalidate(qp_a_, nullptr, &sge, 1, 0, token), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Type, NdkOperationTypeSend) << "TOK-13";
+    NDK_RESULT_EX received = Poll(cq_b_);
+    EXPECT_EQ(received.Status, STATUS_SUCCESS);
+    EXPECT_EQ(received.Type, NdkOperationTypeReceiveAndInvalidate);
+    EXPECT_EQ(received.TypeSpecificCompletionOutput, token);
+    EXPECT_EQ(WriteFromA(kBase, token), STATUS_INVALID_HANDLE) << "TOK-14: invalid by the time of the completion";
+}
+
+TEST_P(FastRegisterTest, TOK_15_ReceiveAndInvalidateThroughGetCqResults) {
+    ASSERT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 token = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + 3 * PAGE_SIZE, 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 16);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSendAndInvalidate(qp_a_, nullptr, &sge, 1, 0, token), STATUS_SUCCESS);
+    NDK_RESULT plain{};
+    ASSERT_TRUE(WaitFor([&] { return cq_b_->Dispatch->NdkGetCqResults(cq_b_, &plain, 1) == 1; }));
+    EXPECT_EQ(plain.Status, STATUS_SUCCESS);
+    EXPECT_EQ(plain.BytesTransferred, 16u);
+    EXPECT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_INVALID_DEVICE_STATE)
+        << "a later NdkInvalidate of the same registration fails, as usual";
+}
+
+TEST_P(FastRegisterTest, TOK_11_SendAndInvalidateWithABadTokenAbortsTheConnection) {
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 16);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSendAndInvalidate(qp_a_, nullptr, &sge, 1, 0, 0x00ABCD12), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_INVALID_HANDLE);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_INVALID_HANDLE);
+    EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
+}
+
+TEST_P(FastRegisterTest, TOK_16_InvalidateOfARegularMrFails) {
+    EXPECT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &mr_b_->Header, 0), STATUS_INVALID_DEVICE_STATE);
+    EXPECT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &mr_b_->Header, NDK_OP_FLAG_INLINE),
+              STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(Pending(cq_b_), 0u);
+}
+
+TEST_P(FastRegisterTest, LAM_14_16_PrivilegedTokenSgeUsesLamAddresses) {
+    UINT32 privileged = 0;
+    pd_->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd_, &privileged);
+    std::memset(buffer_b_->data() + PAGE_SIZE, 0x77, 32);
+    NDK_SGE receive = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkReceive(qp_a_, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE sge{};
+    sge.LogicalAddress = lam_->AdapterPageArray[1];
+    sge.Length = 32;
+    sge.MemoryRegionToken = privileged;
+    ASSERT_EQ(qp_b_->Dispatch->NdkSend(qp_b_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).BytesTransferred, 32u);
+    EXPECT_EQ(buffer_a_->data()[31], 0x77);
+    // LAM-15: the privileged token never works remotely.
+    EXPECT_EQ(WriteFromA(static_cast<uint64_t>(lam_->AdapterPageArray[0].QuadPart), privileged), STATUS_INVALID_HANDLE);
+}
+
+// ---- memory windows ----
+class WindowTest : public ConnectedPairTest {
+protected:
+    void SetUp() override {
+        ConnectedPairTest::SetUp();
+        if (HasFatalFailure()) return;
+        Completion created;
+        NTSTATUS returned = pd_->Dispatch->NdkCreateMw(pd_, &Completion::OnCreate, &created, &mw_);
+        ASSERT_EQ(created.Wait(returned), STATUS_SUCCESS);
+        if (mw_ == nullptr) mw_ = reinterpret_cast<NDK_MW*>(created.object());
+    }
+    void TearDown() override {
+        if (mw_ != nullptr) Close(&mw_->Header);
+        ConnectedPairTest::TearDown();
+    }
+    NTSTATUS Bind(NDK_MR* mr, size_t offset, SIZE_T length, ULONG flags) {
+        return qp_b_->Dispatch->NdkBind(qp_b_, reinterpret_cast<PVOID>(0xB1), mr, mw_, buffer_b_->data() + offset,
+                                        length, flags);
+    }
+    NTSTATUS WriteFromA(uint64_t address, UINT32 token) {
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+        NTSTATUS status = qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, address, token, 0);
+        return status == STATUS_SUCCESS ? Poll(cq_a_).Status : status;
+    }
+    NDK_MW* mw_ = nullptr;
+};
+SOFTNDK_ALL_MODES(WindowTest);
+
+TEST_P(WindowTest, MW_03_09_10_BindGivesATokenForTheSubRangeOnly) {
+    EXPECT_EQ(mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_), 0u);
+    ASSERT_EQ(Bind(mr_b_, PAGE_SIZE, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    NDK_RESULT_EX bound = Poll(cq_b_);
+    EXPECT_EQ(bound.Type, NdkOperationTypeBind);
+    EXPECT_EQ(bound.RequestContext, reinterpret_cast<PVOID>(0xB1));
+    const UINT32 token = mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_);
+    ASSERT_NE(token, 0u);
+    std::memset(buffer_a_->data(), 0x42, 64);
+    EXPECT_EQ(WriteFromA(RemoteAddress(*buffer_b_, PAGE_SIZE + 100), token), STATUS_SUCCESS);
+    EXPECT_EQ(buffer_b_->data()[PAGE_SIZE + 100], 0x42);
+    EXPECT_EQ(WriteFromA(RemoteAddress(*buffer_b_, 0), token), STATUS_REMOTE_RESOURCES) << "outside the window";
+}
+
+TEST_P(WindowTest, MW_07_RightsMustBeASubsetOfTheMrs) {
+    NDK_MR* read_only = CreateMr(false);
+    ASSERT_EQ(Register(read_only, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    EXPECT_EQ(Bind(read_only, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_ACCESS_VIOLATION);
+    NDK_MR* local = CreateMr(false);
+    ASSERT_EQ(Register(local, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
+    EXPECT_EQ(Bind(local, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_ACCESS_VIOLATION);
+    EXPECT_EQ(Pending(cq_b_), 0u);
+    ASSERT_EQ(Bind(read_only, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    Poll(cq_b_);
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &mw_->Header, 0), STATUS_SUCCESS);
+    Poll(cq_b_);
+    Close(&read_only->Header);
+    Close(&local->Header);
+}
+
+TEST_P(WindowTest, MW_03_05_06_RangeAndFlagsAreChecked) {
+    EXPECT_EQ(Bind(mr_b_, kPages * PAGE_SIZE - 10, 11, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(Bind(mr_b_, 0, 0, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(Bind(mr_b_, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_LOCAL_WRITE), STATUS_INVALID_PARAMETER) << "not a bind flag";
+    EXPECT_EQ(Bind(mr_b_, 0, PAGE_SIZE, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, nullptr, mr_b_, mw_, nullptr, PAGE_SIZE, 0), STATUS_INVALID_PARAMETER)
+        << "MW-05: zero-based";
+    NDK_MR* unregistered = CreateMr(false);
+    EXPECT_EQ(Bind(unregistered, 0, PAGE_SIZE, 0), STATUS_INVALID_DEVICE_STATE);
+    Close(&unregistered->Header);
+}
+
+TEST_P(WindowTest, MW_12_13_WindowHoldsItsMrAndInvalidationReleasesIt) {
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    ASSERT_EQ(Bind(mr, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 token = mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_);
+    EXPECT_EQ(Deregister(mr), STATUS_INVALID_DEVICE_STATE) << "a bound window keeps the MR registered";
+    Completion closed;
+    NTSTATUS close_returned = mr->Dispatch->NdkCloseMr(&mr->Header, &Completion::OnClose, &closed);
+    EXPECT_EQ(close_returned, STATUS_PENDING) << "MW-12: the close waits for the window";
+    EXPECT_EQ(closed.calls(), 0);
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &mw_->Header, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Type, NdkOperationTypeInvalidate);
+    EXPECT_EQ(closed.Wait(close_returned), STATUS_SUCCESS);
+    EXPECT_EQ(WriteFromA(RemoteAddress(*buffer_b_), token), STATUS_INVALID_HANDLE) << "access after invalidation";
+}
+
+TEST_P(WindowTest, MW_13_RemoteInvalidationOfAWindow) {
+    ASSERT_EQ(Bind(mr_b_, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 token = mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_);
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + 2 * PAGE_SIZE, 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSendAndInvalidate(qp_a_, nullptr, &sge, 1, 0, token), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Type, NdkOperationTypeReceiveAndInvalidate);
+    Poll(cq_a_);
+    EXPECT_EQ(mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_), 0u);
+    ASSERT_EQ(Bind(mr_b_, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    EXPECT_NE(mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_), token) << "TOK-04: a new key on every bind";
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &mw_->Header, 0), STATUS_SUCCESS);
+    Poll(cq_b_);
+}
+
+TEST_P(WindowTest, MW_08_NotConnectedQpRefusesBind) {
+    NDK_QP* lone = CreateQp(cq_b_, cq_b_, nullptr);
+    EXPECT_EQ(lone->Dispatch->NdkBind(lone, nullptr, mr_b_, mw_, buffer_b_->data(), PAGE_SIZE, 0),
+              STATUS_CONNECTION_INVALID);
+    Close(&lone->Header);
+}
+
+}  // namespace
+}  // namespace softndk::test
