@@ -63,6 +63,7 @@ bool ConnectorTeardown(void* object) {
         if (state == ConnectorState::kIncoming && connection->connect_finish) {
             finishes[0] = std::move(connection->connect_finish);  // closing an offered connector refuses it
             statuses[0] = STATUS_CONNECTION_REFUSED;
+            if (connection->side[0] != nullptr) connection->side[0]->qp->associated = false;
         }
         if (state == ConnectorState::kConnectReady && connection->accept_finish) {
             finishes[1] = std::move(connection->accept_finish);  // the active side abandoned (CM-08)
@@ -138,6 +139,7 @@ NTSTATUS StartConnect(ConnectorObject* connector, QpObject* qp, const cm::Endpoi
                           std::lock_guard lock(connection->mutex);
                           connection->connect_finish = nullptr;
                           connection->state[0] = ConnectorState::kDone;
+                          connection->side[0]->qp->associated = false;  // a refused QP may connect again
                           SetLastErrorText("NdkConnect: no listener accepts connections there (CM-04)");
                           return status;
                       });
@@ -349,6 +351,7 @@ NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
             connection->private_data[1].assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
             finish = std::move(connection->connect_finish);
             finish_status = STATUS_CONNECTION_REFUSED;  // CM-04: the peer rejected
+            if (connection->side[0] != nullptr) connection->side[0]->qp->associated = false;
             connection->state[1] = ConnectorState::kDone;
             connection->state[0] = ConnectorState::kConnectReady;  // may read the reject data (CM-12)
         } else if (me == 0 && connection->state[0] == ConnectorState::kConnectReady &&
@@ -391,9 +394,10 @@ NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outboun
     const std::vector<uint8_t>& peer_data = connection->private_data[1 - me];
     const auto required = static_cast<ULONG>(peer_data.size());
     if (data != nullptr) std::memcpy(data, peer_data.data(), std::min(*length, required));
+    const bool query = data == nullptr && *length == 0;  // CM-11 (a)
     const bool fits = *length >= required;
     *length = required;
-    return fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
+    return query || fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
 }
 
 NTSTATUS AddressOf(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length, bool peer) {

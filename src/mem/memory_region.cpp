@@ -1,5 +1,7 @@
 #include "mem/memory_region.h"
 
+#include <thread>
+
 #include "common/last_error.h"
 #include "mem/logical_address_space.h"
 #include "mem/mdl_chain.h"
@@ -195,13 +197,21 @@ NTSTATUS MemoryRegion::Shutdown(DrainDone done) {
     return RetireLocked(lock, State::kIdle);
 }
 
-NTSTATUS MemoryRegion::Invalidate() {
+NTSTATUS MemoryRegion::InvalidateRegistration(bool wait_for_drain) {
     std::unique_lock lock(mutex_);
     if (!fast_register_) return WrongState("NdkInvalidate of an MR registered by NdkRegisterMr (TOK-16, AMB-07)");
     if (state_ != State::kFastRegistered) return WrongState("NdkInvalidate: the MR is not fast-registered");
     if (bound_windows() != 0) return WrongState("NdkInvalidate: memory windows are bound to the MR");
-    NTSTATUS status = RetireLocked(lock, State::kFastInitialized);
-    return status == STATUS_PENDING ? STATUS_SUCCESS : status;  // lookups already fail; the drain finishes alone
+    if (RetireLocked(lock, State::kFastInitialized) == STATUS_PENDING && wait_for_drain) {
+        // Lookups fail already; accesses in flight each finish within one copy. Completing only after them
+        // means a consumer may free the memory once it sees the invalidate completion.
+        while (state() == State::kDraining) std::this_thread::yield();
+    }
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS MemoryRegion::Invalidate() {
+    return InvalidateRegistration(true);
 }
 
 NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
@@ -209,7 +219,8 @@ NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
         std::lock_guard lock(mutex_);
         if (token != token_pair_.remote && token != token_pair_.local) return STATUS_INVALID_HANDLE;
     }
-    return Invalidate();
+    // From inside a delivery, which may itself hold a reference: never wait here.
+    return InvalidateRegistration(false);
 }
 
 NTSTATUS MemoryRegion::InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits) {

@@ -52,7 +52,8 @@ public:
     // tokens. Inline failures leave the MR unchanged.
     NTSTATUS FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array, ULONG page_count,
                           ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags, const RegistrationLimits& limits);
-    // FR-22 / TOK-16: NdkInvalidate of a fast-registered MR. The tokens die at once; in-flight work drains.
+    // FR-22 / TOK-16: NdkInvalidate of a fast-registered MR. The tokens die at once; returns once in-flight
+    // accesses have drained.
     NTSTATUS Invalidate();
     // TOK-10/11: remote invalidation by the peer's send-and-invalidate (the remote token must match).
     NTSTATUS InvalidateToken(uint32_t token) override;
@@ -72,6 +73,7 @@ public:
 private:
     static void OnDrained(void* self);
     NTSTATUS RetireLocked(std::unique_lock<std::mutex>& lock, State after);
+    NTSTATUS InvalidateRegistration(bool wait_for_drain);
 
     TokenTable& tokens_;
     const bool fast_register_;

@@ -1,5 +1,7 @@
 #include "mem/memory_window.h"
 
+#include <thread>
+
 #include "common/last_error.h"
 
 namespace softndk::mem {
@@ -84,6 +86,10 @@ void MemoryWindow::FinishUnbind(std::unique_lock<std::mutex>& lock) {
 }
 
 NTSTATUS MemoryWindow::Invalidate() {
+    return Unbind(true);
+}
+
+NTSTATUS MemoryWindow::Unbind(bool wait_for_drain) {
     std::unique_lock lock(mutex_);
     if (state_ != State::kBound) {
         SetLastErrorText("NdkInvalidate: the window is not bound");
@@ -91,7 +97,11 @@ NTSTATUS MemoryWindow::Invalidate() {
     }
     state_ = State::kDraining;
     lock.unlock();
-    if (!tokens_.Retire(slot_, &MemoryWindow::OnDrained, this)) return STATUS_SUCCESS;  // finishes on drain
+    if (!tokens_.Retire(slot_, &MemoryWindow::OnDrained, this)) {
+        if (wait_for_drain)  // as for MRs: complete only after accesses in flight
+            while (state() == State::kDraining) std::this_thread::yield();
+        return STATUS_SUCCESS;
+    }
     lock.lock();
     FinishUnbind(lock);
     return STATUS_SUCCESS;
@@ -108,7 +118,7 @@ NTSTATUS MemoryWindow::InvalidateToken(uint32_t token) {
         std::lock_guard lock(mutex_);
         if (token != token_pair_.remote) return STATUS_INVALID_HANDLE;
     }
-    return Invalidate();
+    return Unbind(false);  // from inside a delivery: never wait
 }
 
 uint32_t MemoryWindow::RemoteToken() const {

@@ -36,6 +36,7 @@ public:
 
 private:
     static void OnDrained(void* self);
+    NTSTATUS Unbind(bool wait_for_drain);
     void FinishUnbind(std::unique_lock<std::mutex>& lock);
 
     TokenTable& tokens_;

@@ -1,0 +1,364 @@
+// CM-01 … CM-32: listeners, connectors, shared endpoints, private data, addresses, disconnects.
+#include <cstring>
+
+#include "cm/fabric.h"
+#include "support/connected_pair.h"
+
+namespace softndk::test {
+namespace {
+
+class CmTest : public ConnectedPairTest {
+protected:
+    // Starts NdkConnect from a fresh connector and QP to `port`; returns what NdkConnect returned.
+    NTSTATUS StartConnect(NDK_CONNECTOR* connector, NDK_QP* qp, uint16_t port, Completion& done,
+                          const void* data = nullptr, ULONG length = 0, uint16_t source_port = 0) {
+        SOCKADDR_IN source = Loopback(source_port), destination = Loopback(port);
+        return connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+                                               reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 2, 2,
+                                               const_cast<void*>(data), length, &Completion::OnRequest, &done);
+    }
+    uint16_t ListenerPort() {
+        SOCKADDR_IN local{};
+        ULONG length = sizeof(local);
+        EXPECT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
+                  STATUS_SUCCESS);
+        return ntohs(local.sin_port);
+    }
+};
+SOFTNDK_ALL_MODES(CmTest);
+
+TEST_P(CmTest, CM_01_ObjectsCarryTheirTypes) {
+    EXPECT_EQ(connector_a_->Header.ObjectType, NdkObjectTypeConnector);
+    EXPECT_EQ(connector_b_->Header.ObjectType, NdkObjectTypeConnector);
+    EXPECT_EQ(listener_->Header.ObjectType, NdkObjectTypeListener);
+    EXPECT_EQ(connect_events_.count, 1) << "CM-15: one connect event per request";
+}
+
+TEST_P(CmTest, CM_04_NoListenerIsConnectionRefused) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    Completion done;
+    EXPECT_EQ(done.Wait(StartConnect(connector, qp, 7, done)), STATUS_CONNECTION_REFUSED);
+    Close(&connector->Header);
+    Close(&qp->Header);
+}
+
+TEST_P(CmTest, CM_04_SourceNotOnTheAdapterIsInvalidAddress) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    SOCKADDR_IN source = Loopback(0), destination = Loopback(ListenerPort());
+    source.sin_addr.s_addr = htonl(0x0A010203);  // 10.1.2.3 is not an address of this adapter
+    Completion done;
+    EXPECT_EQ(connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+                                              reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
+                                              nullptr, 0, &Completion::OnRequest, &done),
+              STATUS_INVALID_ADDRESS);
+    EXPECT_EQ(connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), 3,
+                                              reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
+                                              nullptr, 0, &Completion::OnRequest, &done),
+              STATUS_INVALID_PARAMETER);
+    Close(&connector->Header);
+    Close(&qp->Header);
+}
+
+TEST_P(CmTest, CM_05_PortZeroTakesAnEphemeralPort) {
+    const uint16_t port = ListenerPort();
+    EXPECT_GE(port, 49152);
+    SOCKADDR_IN local{};
+    ULONG length = sizeof(local);
+    ASSERT_EQ(connector_a_->Dispatch->NdkGetLocalAddress(connector_a_, reinterpret_cast<PSOCKADDR>(&local), &length),
+              STATUS_SUCCESS);
+    EXPECT_GE(ntohs(local.sin_port), 49152);
+    EXPECT_NE(ntohs(local.sin_port), port);
+}
+
+TEST_P(CmTest, CM_09_11_RejectDeliversPrivateDataAndTheExactSizeRules) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    const char hello[] = "hello from the caller";
+    connect_events_.incoming = nullptr;
+    Completion done;
+    NTSTATUS returned = StartConnect(connector, qp, ListenerPort(), done, hello, sizeof(hello));
+    ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = connect_events_.incoming;
+    // CM-11 (a): size query.
+    ULONG length = 0;
+    EXPECT_EQ(passive->Dispatch->NdkGetConnectionData(passive, nullptr, nullptr, nullptr, &length), STATUS_SUCCESS);
+    EXPECT_EQ(length, sizeof(hello));
+    // (b) a NULL buffer with a length is refused.
+    length = 4;
+    EXPECT_EQ(passive->Dispatch->NdkGetConnectionData(passive, nullptr, nullptr, nullptr, &length),
+              STATUS_INVALID_PARAMETER);
+    // (c)/(d) copies min(length, RDS); too small -> BUFFER_TOO_SMALL with RDS stored.
+    char buffer[64] = {};
+    length = 5;
+    EXPECT_EQ(passive->Dispatch->NdkGetConnectionData(passive, nullptr, nullptr, buffer, &length),
+              STATUS_BUFFER_TOO_SMALL);
+    EXPECT_EQ(length, sizeof(hello));
+    EXPECT_EQ(std::memcmp(buffer, "hello", 5), 0);
+    EXPECT_EQ(buffer[5], 0);
+    length = sizeof(buffer);
+    EXPECT_EQ(passive->Dispatch->NdkGetConnectionData(passive, nullptr, nullptr, buffer, &length), STATUS_SUCCESS);
+    EXPECT_STREQ(buffer, hello);
+    const char no[] = "no thanks";
+    ASSERT_EQ(passive->Dispatch->NdkReject(passive, const_cast<char*>(no), sizeof(no)), STATUS_SUCCESS);
+    EXPECT_EQ(done.Wait(returned), STATUS_CONNECTION_REFUSED);
+    length = sizeof(buffer);
+    EXPECT_EQ(connector->Dispatch->NdkGetConnectionData(connector, nullptr, nullptr, buffer, &length), STATUS_SUCCESS);
+    EXPECT_STREQ(buffer, no);
+    for (NDK_OBJECT_HEADER* object : {&connector->Header, &passive->Header, &qp->Header}) Close(object);
+}
+
+TEST_P(CmTest, CM_09_ActiveRejectAbortsThePassiveAccept) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* active_qp = CreateQp(cq_a_, cq_a_, nullptr);
+    NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+    connect_events_.incoming = nullptr;
+    Completion connected;
+    NTSTATUS returned = StartConnect(connector, active_qp, ListenerPort(), connected);
+    ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = connect_events_.incoming;
+    Completion accepted;
+    NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
+                                                            &Completion::OnRequest, &accepted);
+    ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
+    EXPECT_EQ(connector->Dispatch->NdkReject(connector, nullptr, 0), STATUS_SUCCESS);
+    EXPECT_EQ(accepted.Wait(accept_returned), STATUS_CONNECTION_ABORTED);
+    Completion late;
+    EXPECT_EQ(
+        late.Wait(connector->Dispatch->NdkCompleteConnect(connector, nullptr, nullptr, &Completion::OnRequest, &late)),
+        STATUS_CONNECTION_INVALID);
+    for (NDK_OBJECT_HEADER* object : {&connector->Header, &passive->Header, &active_qp->Header, &passive_qp->Header})
+        Close(object);
+}
+
+TEST_P(CmTest, CM_10_PrivateDataLongerThanAdvertisedIsRefused) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    std::vector<uint8_t> data(Info().MaxCallerData + 1);
+    Completion done;
+    EXPECT_EQ(StartConnect(connector, qp, ListenerPort(), done, data.data(), static_cast<ULONG>(data.size())),
+              STATUS_INVALID_PARAMETER);
+    Close(&connector->Header);
+    Close(&qp->Header);
+}
+
+TEST_P(CmTest, CM_13_AddressesOfBothEndsAndSmallBuffers) {
+    SOCKADDR_IN a_local{}, a_peer{}, b_local{}, b_peer{};
+    ULONG length = sizeof(SOCKADDR_IN);
+    ASSERT_EQ(connector_a_->Dispatch->NdkGetLocalAddress(connector_a_, reinterpret_cast<PSOCKADDR>(&a_local), &length),
+              STATUS_SUCCESS);
+    length = sizeof(SOCKADDR_IN);
+    ASSERT_EQ(connector_a_->Dispatch->NdkGetPeerAddress(connector_a_, reinterpret_cast<PSOCKADDR>(&a_peer), &length),
+              STATUS_SUCCESS);
+    length = sizeof(SOCKADDR_IN);
+    ASSERT_EQ(connector_b_->Dispatch->NdkGetLocalAddress(connector_b_, reinterpret_cast<PSOCKADDR>(&b_local), &length),
+              STATUS_SUCCESS);
+    length = sizeof(SOCKADDR_IN);
+    ASSERT_EQ(connector_b_->Dispatch->NdkGetPeerAddress(connector_b_, reinterpret_cast<PSOCKADDR>(&b_peer), &length),
+              STATUS_SUCCESS);
+    EXPECT_EQ(a_local.sin_port, b_peer.sin_port);
+    EXPECT_EQ(a_peer.sin_port, b_local.sin_port);
+    EXPECT_EQ(ntohs(b_local.sin_port), ListenerPort());
+    length = 4;
+    EXPECT_EQ(connector_a_->Dispatch->NdkGetLocalAddress(connector_a_, reinterpret_cast<PSOCKADDR>(&a_local), &length),
+              STATUS_BUFFER_TOO_SMALL);
+    EXPECT_EQ(length, sizeof(SOCKADDR_IN));
+}
+
+TEST_P(CmTest, CM_14_ListenOnABoundPortOrAForeignAddressFails) {
+    ConnectEvents events;
+    Completion created;
+    NDK_LISTENER* second = nullptr;
+    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateListener(adapter_, &ConnectEvents::OnConnect, &events,
+                                                                 &Completion::OnCreate, &created, &second)),
+              STATUS_SUCCESS);
+    if (second == nullptr) second = reinterpret_cast<NDK_LISTENER*>(created.object());
+    SOCKADDR_IN taken = Loopback(ListenerPort());
+    Completion shared;
+    EXPECT_EQ(shared.Wait(second->Dispatch->NdkListen(second, reinterpret_cast<PSOCKADDR>(&taken), sizeof(taken),
+                                                      &Completion::OnRequest, &shared)),
+              STATUS_SHARING_VIOLATION);
+    SOCKADDR_IN foreign = Loopback(0);
+    foreign.sin_addr.s_addr = htonl(0xC0A80001);
+    Completion invalid;
+    EXPECT_EQ(second->Dispatch->NdkListen(second, reinterpret_cast<PSOCKADDR>(&foreign), sizeof(foreign),
+                                          &Completion::OnRequest, &invalid),
+              STATUS_INVALID_ADDRESS);
+    Close(&second->Header);
+}
+
+TEST_P(CmTest, CM_16_PausedListenerActsAsIfAbsent) {
+    listener_->Dispatch->NdkControlConnectEvents(listener_, TRUE);
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    Completion refused;
+    EXPECT_EQ(refused.Wait(StartConnect(connector, qp, ListenerPort(), refused)), STATUS_CONNECTION_REFUSED);
+    listener_->Dispatch->NdkControlConnectEvents(listener_, FALSE);
+    NDK_CONNECTOR* again = CreateConnector();
+    connect_events_.incoming = nullptr;
+    Completion offered;
+    NTSTATUS returned = StartConnect(again, qp, ListenerPort(), offered);
+    ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = connect_events_.incoming;
+    ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS);
+    EXPECT_EQ(offered.Wait(returned), STATUS_CONNECTION_REFUSED);
+    for (NDK_OBJECT_HEADER* object : {&connector->Header, &again->Header, &passive->Header, &qp->Header}) Close(object);
+}
+
+TEST_P(CmTest, CM_19_22_23_ListenerEndpointLivesUntilItsConnectorsClose) {
+    const uint16_t port = ListenerPort();
+    Completion closed;
+    NTSTATUS returned = listener_->Dispatch->NdkCloseListener(&listener_->Header, &Completion::OnClose, &closed);
+    EXPECT_EQ(returned, STATUS_PENDING) << "CM-22: the accepted connector keeps it";
+    // CM-23: no new connection once the close was issued.
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    Completion refused;
+    EXPECT_EQ(refused.Wait(StartConnect(connector, qp, port, refused)), STATUS_CONNECTION_REFUSED);
+    cm::Endpoint endpoint;
+    SOCKADDR_IN address = Loopback(port);
+    ASSERT_EQ(cm::EndpointFromSockaddr(reinterpret_cast<SOCKADDR*>(&address), sizeof(address), &endpoint),
+              STATUS_SUCCESS);
+    EXPECT_EQ(cm::Fabric::Instance().References(endpoint), 1u) << "CM-19: only the accepted connector's";
+    Close(&connector_b_->Header);
+    connector_b_ = nullptr;
+    EXPECT_EQ(closed.Wait(returned), STATUS_SUCCESS);
+    listener_ = nullptr;
+    EXPECT_EQ(cm::Fabric::Instance().References(endpoint), 0u) << "CM-18: released, the port is reusable";
+    Close(&connector->Header);
+    Close(&qp->Header);
+}
+
+TEST_P(CmTest, CM_24_26_GracefulDisconnectIndicatesOnceAndCompletesWhenThePeerAnswers) {
+    NDK_SGE receive = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkReceive(qp_a_, reinterpret_cast<PVOID>(5), &receive, 1), STATUS_SUCCESS);
+    Completion a_done;
+    NTSTATUS a_returned = connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &a_done);
+    EXPECT_EQ(a_returned, STATUS_PENDING) << "CM-24: until the peer's disconnect arrives";
+    EXPECT_TRUE(WaitFor([&] { return disconnects_b_.count == 1; }));
+    EXPECT_EQ(disconnects_a_.count, 0) << "CM-26: not to the side that called NdkDisconnect";
+    NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
+    ASSERT_EQ(qp_b_->Dispatch->NdkSend(qp_b_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_CANCELLED) << "no half-open connection (CM-28)";
+    Completion b_done;
+    EXPECT_EQ(b_done.Wait(connector_b_->Dispatch->NdkDisconnect(connector_b_, &Completion::OnRequest, &b_done)),
+              STATUS_SUCCESS);
+    EXPECT_EQ(a_done.Wait(a_returned), STATUS_SUCCESS);
+    NDK_RESULT_EX flushed = Poll(cq_a_);
+    EXPECT_EQ(flushed.Status, STATUS_CANCELLED) << "CM-25: implicit flush";
+    EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(5));
+    usleep(20000);
+    EXPECT_EQ(disconnects_b_.count, 1) << "only once";
+    EXPECT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &receive, 1, 0), STATUS_CONNECTION_INVALID);
+    Completion again;
+    EXPECT_EQ(again.Wait(connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &again)),
+              STATUS_CONNECTION_INVALID);
+}
+
+TEST_P(CmTest, CM_26_ClosingOneSideIndicatesADisconnectToTheOther) {
+    Close(&connector_a_->Header);
+    connector_a_ = nullptr;
+    EXPECT_TRUE(WaitFor([&] { return disconnects_b_.count == 1; }));
+    NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
+    EXPECT_EQ(qp_b_->Dispatch->NdkSend(qp_b_, nullptr, &sge, 1, 0), STATUS_CONNECTION_INVALID);
+}
+
+TEST_P(CmTest, CM_06_21_SharedEndpointConnectsToManyAndRefusesADuplicate4Tuple) {
+    Completion created;
+    NDK_SHARED_ENDPOINT* shared = nullptr;
+    SOCKADDR_IN address = Loopback(0);
+    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(adapter_, reinterpret_cast<PSOCKADDR>(&address),
+                                                                       sizeof(address), &Completion::OnCreate, &created,
+                                                                       &shared)),
+              STATUS_SUCCESS);
+    if (shared == nullptr) shared = reinterpret_cast<NDK_SHARED_ENDPOINT*>(created.object());
+    SOCKADDR_IN local{};
+    ULONG length = sizeof(local);
+    ASSERT_EQ(shared->Dispatch->NdkGetLocalAddress(shared, reinterpret_cast<PSOCKADDR>(&local), &length),
+              STATUS_SUCCESS);
+    EXPECT_GE(ntohs(local.sin_port), 49152);
+    NDK_CONNECTOR* first = CreateConnector();
+    NDK_CONNECTOR* second = CreateConnector();
+    NDK_QP* qp1 = CreateQp(cq_a_, cq_a_, nullptr);
+    NDK_QP* qp2 = CreateQp(cq_a_, cq_a_, nullptr);
+    SOCKADDR_IN destination = Loopback(ListenerPort());
+    connect_events_.incoming = nullptr;
+    Completion one;
+    NTSTATUS returned = first->Dispatch->NdkConnectWithSharedEndpoint(
+        first, qp1, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
+        &Completion::OnRequest, &one);
+    ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = connect_events_.incoming;
+    Completion duplicate;
+    EXPECT_EQ(second->Dispatch->NdkConnectWithSharedEndpoint(
+                  second, qp2, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
+                  &Completion::OnRequest, &duplicate),
+              STATUS_ADDRESS_ALREADY_EXISTS);
+    ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS);
+    EXPECT_EQ(one.Wait(returned), STATUS_CONNECTION_REFUSED);
+    Completion shared_closed;
+    NTSTATUS close_returned =
+        shared->Dispatch->NdkCloseSharedEndpoint(&shared->Header, &Completion::OnClose, &shared_closed);
+    EXPECT_EQ(close_returned, STATUS_PENDING) << "CM-22: its connectors keep it";
+    for (NDK_OBJECT_HEADER* object : {&first->Header, &second->Header, &passive->Header, &qp1->Header, &qp2->Header})
+        Close(object);
+    EXPECT_EQ(shared_closed.Wait(close_returned), STATUS_SUCCESS);
+}
+
+TEST_P(CmTest, CM_31_Ipv6ConnectionsWork) {
+    ConnectEvents events;
+    Completion created;
+    NDK_LISTENER* listener = nullptr;
+    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateListener(adapter_, &ConnectEvents::OnConnect, &events,
+                                                                 &Completion::OnCreate, &created, &listener)),
+              STATUS_SUCCESS);
+    if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
+    SOCKADDR_IN6 address{};
+    address.sin6_family = AF_INET6;
+    address.sin6_addr = in6addr_loopback;
+    Completion listened;
+    ASSERT_EQ(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                          sizeof(address), &Completion::OnRequest, &listened)),
+              STATUS_SUCCESS);
+    ULONG length = sizeof(address);
+    ASSERT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&address), &length),
+              STATUS_SUCCESS);
+    SOCKADDR_IN6 source{};
+    source.sin6_family = AF_INET6;
+    source.sin6_addr = in6addr_loopback;
+    NDK_CONNECTOR* connector = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    Completion done;
+    NTSTATUS returned = connector->Dispatch->NdkConnect(
+        connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&address),
+        sizeof(address), 1, 1, nullptr, 0, &Completion::OnRequest, &done);
+    ASSERT_TRUE(WaitFor([&] { return events.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = events.incoming;
+    ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS);
+    EXPECT_EQ(done.Wait(returned), STATUS_CONNECTION_REFUSED);
+    for (NDK_OBJECT_HEADER* object : {&connector->Header, &passive->Header, &listener->Header, &qp->Header})
+        Close(object);
+}
+
+TEST_P(CmTest, CM_07_CompleteConnectWithoutAConnectIsConnectionInvalid) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    Completion done;
+    EXPECT_EQ(
+        done.Wait(connector->Dispatch->NdkCompleteConnect(connector, nullptr, nullptr, &Completion::OnRequest, &done)),
+        STATUS_CONNECTION_INVALID);
+    ULONG length = 0;
+    EXPECT_EQ(connector->Dispatch->NdkGetConnectionData(connector, nullptr, nullptr, nullptr, &length),
+              STATUS_CONNECTION_INVALID);
+    Close(&connector->Header);
+}
+
+TEST_P(CmTest, CM_28_AConnectedQpCannotBeConnectedAgain) {
+    NDK_CONNECTOR* connector = CreateConnector();
+    Completion done;
+    EXPECT_EQ(StartConnect(connector, qp_a_, ListenerPort(), done), STATUS_INVALID_DEVICE_STATE);
+    Close(&connector->Header);
+}
+
+}  // namespace
+}  // namespace softndk::test
