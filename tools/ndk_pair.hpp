@@ -1,0 +1,196 @@
+// A connected QP pair for the tools and benchmarks: a server adapter listening on an address, a client adapter
+// connecting to it, one CQ and one registered buffer per side. Every call waits for its completion, so it works
+// in any completion mode.
+#pragma once
+
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <softndk/softndk.h>
+
+namespace ndktools {
+
+inline void Check(NTSTATUS status, const char* what) {
+    if (!NT_SUCCESS(status)) {
+        std::fprintf(stderr, "%s failed: 0x%08X %s\n", what, static_cast<unsigned>(status), SoftNdkGetLastErrorText());
+        std::exit(1);
+    }
+}
+
+struct Waiter {
+    std::atomic<bool> done{false};
+    NTSTATUS status = STATUS_PENDING;
+    NDK_OBJECT_HEADER* object = nullptr;
+    static VOID OnRequest(PVOID context, NTSTATUS status) {
+        auto* waiter = static_cast<Waiter*>(context);
+        waiter->status = status;
+        waiter->done = true;
+    }
+    static VOID OnRequestClose(PVOID context) { OnRequest(context, STATUS_SUCCESS); }
+    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
+        static_cast<Waiter*>(context)->object = object;
+        OnRequest(context, status);
+    }
+    NTSTATUS Wait(NTSTATUS returned) {
+        if (returned != STATUS_PENDING) return returned;
+        while (!done) sched_yield();
+        return status;
+    }
+};
+
+// The created object: stored through `slot` when the call completed inline, else given to the completion.
+template <class T>
+T* Created(Waiter& waiter, NTSTATUS returned, T* const* slot, const char* what) {
+    Check(waiter.Wait(returned), what);
+    return *slot != nullptr ? *slot : reinterpret_cast<T*>(waiter.object);
+}
+
+struct Side {
+    NDK_ADAPTER* adapter = nullptr;
+    NDK_PD* pd = nullptr;
+    NDK_CQ* cq = nullptr;
+    NDK_QP* qp = nullptr;
+    NDK_MR* mr = nullptr;
+    NDK_CONNECTOR* connector = nullptr;
+    uint8_t* buffer = nullptr;
+    size_t bytes = 0;
+    MDL* mdl = nullptr;
+    UINT32 local_token = 0;
+    UINT32 remote_token = 0;
+};
+
+inline VOID IgnoreCq(PVOID, NTSTATUS) {}
+
+class Pair {
+public:
+    // `bytes` per side; mode is a SOFTNDK_COMPLETION_MODE.
+    Pair(size_t bytes, ULONG mode, ULONG depth = 1024) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.CompletionMode = mode;
+        for (Side* side : {&server, &client}) {
+            Check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
+            Waiter pd;
+            side->pd =
+                Created(pd, side->adapter->Dispatch->NdkCreatePd(side->adapter, &Waiter::OnCreate, &pd, &side->pd),
+                        &side->pd, "NdkCreatePd");
+            Waiter cq;
+            side->cq = Created(cq,
+                               side->adapter->Dispatch->NdkCreateCq(side->adapter, depth * 2, &IgnoreCq, nullptr,
+                                                                    nullptr, &Waiter::OnCreate, &cq, &side->cq),
+                               &side->cq, "NdkCreateCq");
+            Waiter qp;
+            side->qp = Created(qp,
+                               side->pd->Dispatch->NdkCreateQp(side->pd, side->cq, side->cq, side, depth, depth, 4, 4,
+                                                               256, &Waiter::OnCreate, &qp, &side->qp),
+                               &side->qp, "NdkCreateQp");
+            side->bytes = bytes;
+            side->buffer = static_cast<uint8_t*>(
+                mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
+            side->mdl = IoAllocateMdl(side->buffer, static_cast<ULONG>(bytes), FALSE, FALSE, nullptr);
+            Check(SoftNdkProbeAndLockPages(side->mdl, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
+            Waiter mr;
+            side->mr = Created(mr, side->pd->Dispatch->NdkCreateMr(side->pd, FALSE, &Waiter::OnCreate, &mr, &side->mr),
+                               &side->mr, "NdkCreateMr");
+            Waiter registered;
+            Check(registered.Wait(side->mr->Dispatch->NdkRegisterMr(
+                      side->mr, side->mdl, bytes, NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
+                      &Waiter::OnRequest, &registered)),
+                  "NdkRegisterMr");
+            side->local_token = side->mr->Dispatch->NdkGetLocalTokenFromMr(side->mr);
+            side->remote_token = side->mr->Dispatch->NdkGetRemoteTokenFromMr(side->mr);
+        }
+        Connect();
+    }
+
+    ~Pair() {
+        for (Side* side : {&client, &server}) {
+            Waiter closed;
+            if (side->connector != nullptr)
+                closed.Wait(side->connector->Dispatch->NdkCloseConnector(&side->connector->Header,
+                                                                         &Waiter::OnRequestClose, &closed));
+        }
+        Waiter listener_closed;
+        listener_closed.Wait(
+            listener->Dispatch->NdkCloseListener(&listener->Header, &Waiter::OnRequestClose, &listener_closed));
+        for (Side* side : {&client, &server}) {
+            NDK_OBJECT_HEADER* objects[] = {&side->qp->Header, &side->cq->Header, &side->mr->Header, &side->pd->Header};
+            for (NDK_OBJECT_HEADER* object : objects) {
+                Waiter closed;
+                auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
+                closed.Wait(close(object, &Waiter::OnRequestClose, &closed));
+            }
+            MmUnlockPages(side->mdl);
+            IoFreeMdl(side->mdl);
+            munmap(side->buffer, side->bytes);
+            SoftNdkCloseAdapter(side->adapter);
+        }
+    }
+
+    // Polls one completion of `side`'s CQ (busy-polling, as latency-sensitive consumers do).
+    static NDK_RESULT_EX Poll(Side& side) {
+        NDK_RESULT_EX result;
+        while (side.cq->Dispatch->NdkGetCqResultsEx(side.cq, &result, 1) == 0) {
+        }
+        return result;
+    }
+
+    Side server;
+    Side client;
+    NDK_LISTENER* listener = nullptr;
+    SOCKADDR_IN address{};
+
+private:
+    static VOID OnConnect(PVOID context, NDK_CONNECTOR* connector) {
+        static_cast<std::atomic<NDK_CONNECTOR*>*>(context)->store(connector);
+    }
+
+    void Connect() {
+        static std::atomic<NDK_CONNECTOR*> incoming;
+        incoming = nullptr;
+        Waiter created;
+        listener = Created(created,
+                           server.adapter->Dispatch->NdkCreateListener(server.adapter, &OnConnect, &incoming,
+                                                                       &Waiter::OnCreate, &created, &listener),
+                           &listener, "NdkCreateListener");
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        Waiter listened;
+        Check(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                          sizeof(address), &Waiter::OnRequest, &listened)),
+              "NdkListen");
+        ULONG length = sizeof(address);
+        Check(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&address), &length),
+              "NdkGetLocalAddress");
+        Waiter connector;
+        client.connector = Created(connector,
+                                   client.adapter->Dispatch->NdkCreateConnector(client.adapter, &Waiter::OnCreate,
+                                                                                &connector, &client.connector),
+                                   &client.connector, "NdkCreateConnector");
+        SOCKADDR_IN source = address;
+        source.sin_port = 0;
+        Waiter connected;
+        NTSTATUS connect_returned = client.connector->Dispatch->NdkConnect(
+            client.connector, client.qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+            reinterpret_cast<PSOCKADDR>(&address), sizeof(address), 16, 16, nullptr, 0, &Waiter::OnRequest, &connected);
+        while (incoming.load() == nullptr) sched_yield();
+        server.connector = incoming.load();
+        Waiter accepted;
+        NTSTATUS accept_returned = server.connector->Dispatch->NdkAccept(
+            server.connector, server.qp, 16, 16, nullptr, 0, nullptr, nullptr, &Waiter::OnRequest, &accepted);
+        Check(connected.Wait(connect_returned), "NdkConnect");
+        Waiter completed;
+        Check(completed.Wait(client.connector->Dispatch->NdkCompleteConnect(client.connector, nullptr, nullptr,
+                                                                            &Waiter::OnRequest, &completed)),
+              "NdkCompleteConnect");
+        Check(accepted.Wait(accept_returned), "NdkAccept");
+    }
+};
+
+}  // namespace ndktools

@@ -1,0 +1,284 @@
+// ndkperf: bandwidth, latency and message rate of RDMA write, read and send over a connected softndk pair, plus
+// registration and fast-register rates, each beside memcpy of the same sizes measured in the same run.
+// Usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] [--pend|--random] [--json]
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ndk_pair.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+    std::vector<std::string> tests{"write", "read", "send"};
+    std::vector<size_t> sizes{64, 4096, 65536, 1 << 20, 4 << 20};
+    double seconds = 0.2;
+    ULONG mode = SOFTNDK_COMPLETION_INLINE;
+    bool json = false;
+};
+
+struct Row {
+    std::string test;
+    size_t size;
+    long iterations;
+    double gbps;
+    double memcpy_gbps;
+    double p50_ns;
+    double p99_ns;
+    double mops;
+};
+
+double Seconds(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+NDK_SGE Sge(ndktools::Side& side, size_t offset, size_t length) {
+    NDK_SGE sge{};
+    sge.VirtualAddress = side.buffer + offset;
+    sge.Length = static_cast<ULONG>(length);
+    sge.MemoryRegionToken = side.local_token;
+    return sge;
+}
+
+// One operation of `test` from client to server, completed (polled) before returning.
+void RunOne(ndktools::Pair& pair, const std::string& test, size_t size, ULONG flags) {
+    ndktools::Side& c = pair.client;
+    ndktools::Side& s = pair.server;
+    NDK_SGE local = Sge(c, 0, size);
+    const UINT64 remote = reinterpret_cast<UINT64>(s.buffer);
+    if (test == "write") {
+        ndktools::Check(c.qp->Dispatch->NdkWrite(c.qp, nullptr, &local, 1, remote, s.remote_token, flags), "NdkWrite");
+    } else if (test == "read") {
+        ndktools::Check(c.qp->Dispatch->NdkRead(c.qp, nullptr, &local, 1, remote, s.remote_token, flags), "NdkRead");
+    } else {
+        NDK_SGE receive = Sge(s, 0, size);
+        ndktools::Check(s.qp->Dispatch->NdkReceive(s.qp, nullptr, &receive, 1), "NdkReceive");
+        ndktools::Check(c.qp->Dispatch->NdkSend(c.qp, nullptr, &local, 1, flags), "NdkSend");
+        ndktools::Pair::Poll(s);
+    }
+    if ((flags & NDK_OP_FLAG_SILENT_SUCCESS) == 0) {
+        NDK_RESULT_EX result = ndktools::Pair::Poll(c);
+        if (result.Status != STATUS_SUCCESS) ndktools::Check(result.Status, test.c_str());
+    }
+}
+
+Row Measure(ndktools::Pair& pair, const std::string& test, size_t size, double seconds) {
+    Row row{test, size, 0, 0, 0, 0, 0, 0};
+    // Bandwidth: back-to-back requests, each completed.
+    auto start = Clock::now();
+    long iterations = 0;
+    do {
+        for (int i = 0; i < 16; ++i) RunOne(pair, test, size, 0);
+        iterations += 16;
+    } while (Seconds(start) < seconds);
+    const double elapsed = Seconds(start);
+    row.iterations = iterations;
+    row.gbps = static_cast<double>(size) * iterations / elapsed / 1e9;
+    row.mops = iterations / elapsed / 1e6;
+    // The baseline: memcpy of the same size between the same two buffers.
+    start = Clock::now();
+    long copies = 0;
+    do {
+        for (int i = 0; i < 16; ++i) {
+            std::memcpy(pair.server.buffer, pair.client.buffer, size);
+            asm volatile("" ::: "memory");
+        }
+        copies += 16;
+    } while (Seconds(start) < seconds);
+    row.memcpy_gbps = static_cast<double>(size) * copies / Seconds(start) / 1e9;
+    // Latency: post to completion, one at a time.
+    std::vector<double> samples;
+    for (int i = 0; i < 2000; ++i) {
+        auto t0 = Clock::now();
+        RunOne(pair, test, size, 0);
+        samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    }
+    std::sort(samples.begin(), samples.end());
+    row.p50_ns = samples[samples.size() / 2];
+    row.p99_ns = samples[samples.size() * 99 / 100];
+    return row;
+}
+
+std::string SizeName(size_t size) {
+    if (size >= (1 << 20) && size % (1 << 20) == 0) return std::to_string(size >> 20) + " MiB";
+    if (size >= 1024 && size % 1024 == 0) return std::to_string(size >> 10) + " KiB";
+    return std::to_string(size) + " B";
+}
+
+Options Parse(int argc, char** argv) {
+    Options options;
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (arg == "--test") {
+            std::string test = next();
+            if (test != "all") options.tests = {test};
+        } else if (arg == "--sizes") {
+            options.sizes.clear();
+            std::string list = next();
+            for (size_t pos = 0; pos < list.size();) {
+                size_t comma = list.find(',', pos);
+                options.sizes.push_back(std::stoul(list.substr(pos, comma - pos)));
+                pos = comma == std::string::npos ? list.size() : comma + 1;
+            }
+        } else if (arg == "--seconds") {
+            options.seconds = std::stod(next());
+        } else if (arg == "--pend") {
+            options.mode = SOFTNDK_COMPLETION_PEND;
+        } else if (arg == "--random") {
+            options.mode = SOFTNDK_COMPLETION_RANDOM;
+        } else if (arg == "--json") {
+            options.json = true;
+        } else {
+            std::fprintf(stderr,
+                         "usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] "
+                         "[--pend|--random] [--json]\n");
+            std::exit(arg == "--help" ? 0 : 2);
+        }
+    }
+    return options;
+}
+
+struct Rate {
+    std::string name;
+    double ns_per_op;
+};
+
+template <class Op>
+double TimePerOp(double seconds, Op op) {
+    auto start = Clock::now();
+    long count = 0;
+    do {
+        for (int i = 0; i < 64; ++i) op();
+        count += 64;
+    } while (Seconds(start) < seconds);
+    return Seconds(start) * 1e9 / count;
+}
+
+// Registration rates: NdkRegisterMr + NdkDeregisterMr, and NdkFastRegister + NdkInvalidate round trips.
+std::vector<Rate> RegistrationRates(ndktools::Pair& pair, double seconds) {
+    ndktools::Side& s = pair.server;
+    std::vector<Rate> rates;
+    ndktools::Waiter created;
+    NDK_MR* mr = nullptr;
+    mr =
+        ndktools::Created(created, s.pd->Dispatch->NdkCreateMr(s.pd, FALSE, &ndktools::Waiter::OnCreate, &created, &mr),
+                          &mr, "NdkCreateMr");
+    for (size_t pages : {size_t{1}, size_t{256}}) {
+        MDL* mdl = IoAllocateMdl(s.buffer, static_cast<ULONG>(pages * PAGE_SIZE), FALSE, FALSE, nullptr);
+        IoBuildPartialMdl(s.mdl, mdl, s.buffer, static_cast<ULONG>(pages * PAGE_SIZE));
+        const double ns = TimePerOp(seconds, [&] {
+            ndktools::Waiter registered;
+            ndktools::Check(registered.Wait(mr->Dispatch->NdkRegisterMr(mr, mdl, pages * PAGE_SIZE, 0,
+                                                                        &ndktools::Waiter::OnRequest, &registered)),
+                            "NdkRegisterMr");
+            ndktools::Waiter deregistered;
+            ndktools::Check(
+                deregistered.Wait(mr->Dispatch->NdkDeregisterMr(mr, &ndktools::Waiter::OnRequest, &deregistered)),
+                "NdkDeregisterMr");
+        });
+        rates.push_back({"register+deregister " + std::to_string(pages) + " page(s)", ns});
+        IoFreeMdl(mdl);
+    }
+    ndktools::Waiter closed;
+    closed.Wait(mr->Dispatch->NdkCloseMr(&mr->Header, &ndktools::Waiter::OnRequestClose, &closed));
+
+    constexpr ULONG kPages = 16;
+    std::vector<uint8_t> storage(NDK_LAM_SIZE(kPages));
+    auto* lam = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(storage.data());
+    ULONG size = static_cast<ULONG>(storage.size());
+    ULONG fbo = 0;
+    ndktools::Waiter built;
+    ndktools::Check(built.Wait(s.adapter->Dispatch->NdkBuildLAM(
+                        s.adapter, s.mdl, kPages * PAGE_SIZE, &ndktools::Waiter::OnRequest, &built, lam, &size, &fbo)),
+                    "NdkBuildLAM");
+    ndktools::Waiter fast_created;
+    NDK_MR* fast = nullptr;
+    fast = ndktools::Created(fast_created,
+                             s.pd->Dispatch->NdkCreateMr(s.pd, TRUE, &ndktools::Waiter::OnCreate, &fast_created, &fast),
+                             &fast, "NdkCreateMr");
+    ndktools::Waiter initialized;
+    ndktools::Check(initialized.Wait(fast->Dispatch->NdkInitializeFastRegisterMr(
+                        fast, kPages, TRUE, &ndktools::Waiter::OnRequest, &initialized)),
+                    "NdkInitializeFastRegisterMr");
+    for (ULONG pages : {ULONG{1}, kPages}) {
+        const double ns = TimePerOp(seconds, [&] {
+            ndktools::Check(
+                s.qp->Dispatch->NdkFastRegister(s.qp, nullptr, fast, pages, lam->AdapterPageArray, 0, pages * PAGE_SIZE,
+                                                reinterpret_cast<PVOID>(0x700000000000ull),
+                                                NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_SILENT_SUCCESS),
+                "NdkFastRegister");
+            ndktools::Check(s.qp->Dispatch->NdkInvalidate(s.qp, nullptr, &fast->Header, NDK_OP_FLAG_SILENT_SUCCESS),
+                            "NdkInvalidate");
+        });
+        rates.push_back({"fast-register+invalidate " + std::to_string(pages) + " page(s)", ns});
+    }
+    ndktools::Waiter fast_closed;
+    fast_closed.Wait(fast->Dispatch->NdkCloseMr(&fast->Header, &ndktools::Waiter::OnRequestClose, &fast_closed));
+    s.adapter->Dispatch->NdkReleaseLAM(s.adapter, lam);
+    return rates;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options options = Parse(argc, argv);
+    const size_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
+    ndktools::Pair pair(std::max<size_t>(ROUND_TO_PAGES(largest), 1 << 20), options.mode);
+    std::vector<Row> rows;
+    const size_t total = options.tests.size() * options.sizes.size();
+    for (const std::string& test : options.tests) {
+        for (size_t size : options.sizes) {
+            std::fprintf(stderr, "[%zu/%zu] %s %s ...\n", rows.size() + 1, total, test.c_str(), SizeName(size).c_str());
+            rows.push_back(Measure(pair, test, size, options.seconds));
+        }
+    }
+    // Message rate: 64-byte writes, one completion per 64.
+    auto start = Clock::now();
+    long posted = 0;
+    do {
+        for (int i = 0; i < 63; ++i) RunOne(pair, "write", 64, NDK_OP_FLAG_SILENT_SUCCESS);
+        RunOne(pair, "write", 64, 0);
+        posted += 64;
+    } while (Seconds(start) < options.seconds);
+    const double message_rate = posted / Seconds(start) / 1e6;
+    std::fprintf(stderr, "registration rates ...\n");
+    const std::vector<Rate> rates = RegistrationRates(pair, options.seconds);
+
+    if (options.json) {
+        std::printf("{\"results\":[");
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Row& r = rows[i];
+            std::printf(
+                "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbps\":%.3f,\"memcpy_gbps\":%.3f,"
+                "\"ratio\":%.3f,\"latency_p50_ns\":%.0f,\"latency_p99_ns\":%.0f,\"mops\":%.3f}",
+                i ? "," : "", r.test.c_str(), r.size, r.iterations, r.gbps, r.memcpy_gbps, r.gbps / r.memcpy_gbps,
+                r.p50_ns, r.p99_ns, r.mops);
+        }
+        std::printf("],\"write64_message_rate_mops\":%.3f,\"registration\":[", message_rate);
+        for (size_t i = 0; i < rates.size(); ++i)
+            std::printf("%s{\"operation\":\"%s\",\"ns_per_op\":%.1f}", i ? "," : "", rates[i].name.c_str(),
+                        rates[i].ns_per_op);
+        std::printf("]}\n");
+        return 0;
+    }
+    std::printf("%-6s %9s %10s %9s %12s %7s %12s %12s\n", "test", "size", "iters", "GB/s", "memcpy GB/s", "ratio",
+                "lat p50 ns", "lat p99 ns");
+    for (const Row& r : rows)
+        std::printf("%-6s %9s %10ld %9.2f %12.2f %7.2f %12.0f %12.0f\n", r.test.c_str(), SizeName(r.size).c_str(),
+                    r.iterations, r.gbps, r.memcpy_gbps, r.gbps / r.memcpy_gbps, r.p50_ns, r.p99_ns);
+    std::printf("64 B write message rate: %.2f M/s (one completion per 64 writes)\n", message_rate);
+    for (const Rate& rate : rates)
+        std::printf("%-40s %8.0f ns/op  %8.2f M/s\n", rate.name.c_str(), rate.ns_per_op, 1e3 / rate.ns_per_op);
+    return 0;
+}
