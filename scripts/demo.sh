@@ -11,3 +11,7 @@ echo "== softndk-demo (inline completions)"
 build/release/tools/softndk-demo
 echo "== softndk-demo (every call pends)"
 build/release/tools/softndk-demo --pend
+echo "== ndkping: send, fast-register, RDMA write + read, send-and-invalidate, verified"
+build/release/tools/ndkping -c 5
+echo "== ndkperf (short run)"
+build/release/tools/ndkperf --seconds 0.05 --sizes 64,4096,65536,1048576

@@ -111,7 +111,6 @@ int main(int argc, char** argv) {
     qsort(samples, TIMING_ROUNDS, sizeof(double), compare_double);
     printf("1-page NdkRegisterMr + NdkDeregisterMr: median %.0f ns, p99 %.0f ns over %d pairs\n",
            samples[TIMING_ROUNDS / 2], samples[TIMING_ROUNDS * 99 / 100], TIMING_ROUNDS);
-    printf("(RDMA traffic arrives with the data path; see README)\n");
 
     /* Clean up, closing children before parents. */
     free(samples);
