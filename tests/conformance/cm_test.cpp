@@ -362,3 +362,49 @@ TEST_P(CmTest, CM_28_AConnectedQpCannotBeConnectedAgain) {
 
 }  // namespace
 }  // namespace softndk::test
+
+namespace softndk::test {
+namespace {
+
+struct ReasonEvents {
+    std::atomic<int> count{0};
+    std::atomic<ULONG> reason{99};
+    static VOID OnDisconnect(PVOID context, ULONG reason) {
+        auto* events = static_cast<ReasonEvents*>(context);
+        events->reason = reason;
+        ++events->count;
+    }
+};
+
+class CmExTest : public CmTest {};
+SOFTNDK_ALL_MODES(CmExTest);
+
+TEST_P(CmExTest, CM_07_08_30_AcceptExAndCompleteConnectExDeliverTheExDisconnectEvent) {
+    NDK_CONNECTOR* active = CreateConnector();
+    NDK_QP* active_qp = CreateQp(cq_a_, cq_a_, nullptr);
+    NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+    connect_events_.incoming = nullptr;
+    Completion connected;
+    NTSTATUS returned = StartConnect(active, active_qp, ListenerPort(), connected);
+    ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+    NDK_CONNECTOR* passive = connect_events_.incoming;
+    ReasonEvents active_events, passive_events;
+    Completion accepted;
+    NTSTATUS accept_returned =
+        passive->Dispatch->NdkAcceptEx(passive, passive_qp, 1, 1, nullptr, 0, &ReasonEvents::OnDisconnect,
+                                       &passive_events, &Completion::OnRequest, &accepted);
+    ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
+    Completion completed;
+    ASSERT_EQ(completed.Wait(active->Dispatch->NdkCompleteConnectEx(active, &ReasonEvents::OnDisconnect, &active_events,
+                                                                    &Completion::OnRequest, &completed)),
+              STATUS_SUCCESS);
+    ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    Close(&active->Header);  // abortive: the passive side hears of it once
+    EXPECT_TRUE(WaitFor([&] { return passive_events.count == 1; }));
+    EXPECT_EQ(passive_events.reason, 0u) << "CM-30: no reason supplied";
+    EXPECT_EQ(active_events.count, 0);
+    for (NDK_OBJECT_HEADER* object : {&passive->Header, &active_qp->Header, &passive_qp->Header}) Close(object);
+}
+
+}  // namespace
+}  // namespace softndk::test

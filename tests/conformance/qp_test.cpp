@@ -402,3 +402,83 @@ TEST_P(QpTest, QP_01_CreateQpEnforcesTheAdvertisedLimits) {
 
 }  // namespace
 }  // namespace softndk::test
+
+namespace softndk::test {
+namespace {
+
+class ReadSinkRequiredTest : public ConnectedPairTest {
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Limits.AdapterFlags &= ~NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED;
+    }
+};
+SOFTNDK_ALL_MODES(ReadSinkRequiredTest);
+
+TEST_P(ReadSinkRequiredTest, MR_13_ReadIntoASinkWithoutReadSinkFailsWhereTheAdapterRequiresIt) {
+    NDK_MR* plain = CreateMr(false);
+    ASSERT_EQ(Register(plain, buffer_a_->mdl(), buffer_a_->bytes(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
+    NDK_MR* sink = CreateMr(false);
+    ASSERT_EQ(Register(sink, buffer_a_->mdl(), buffer_a_->bytes(),
+                       NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_RDMA_READ_SINK),
+              STATUS_SUCCESS);
+    std::memset(buffer_b_->data(), 0x6B, 64);
+    std::memset(buffer_a_->data(), 0, 64);
+    NDK_SGE good = Sge(sink, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &good, 1, RemoteAddress(*buffer_b_),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(buffer_a_->data()[63], 0x6B);
+    std::memset(buffer_a_->data(), 0, 64);
+    NDK_SGE bad = Sge(plain, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &bad, 1, RemoteAddress(*buffer_b_),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_ACCESS_VIOLATION);
+    EXPECT_EQ(buffer_a_->data()[63], 0) << "the sink is untouched";
+    Close(&plain->Header);
+    Close(&sink->Header);
+}
+
+class DeferTest : public ConnectedPairTest {};
+SOFTNDK_ALL_MODES(DeferTest);
+
+// CB-19's worked example: two deferred fast-registers, the second fails inline; the first still completes.
+TEST_P(DeferTest, CB_18_19_DeferredRequestsCompleteWhenALaterOneFailsInline) {
+    std::vector<uint8_t> storage(NDK_LAM_SIZE(kPages));
+    auto* lam = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(storage.data());
+    ULONG size = static_cast<ULONG>(storage.size());
+    ULONG fbo = 0;
+    ASSERT_EQ(BuildLam(buffer_b_->mdl(), buffer_b_->bytes(), lam, &size, &fbo), STATUS_SUCCESS);
+    NDK_MR* first = CreateMr(true);
+    NDK_MR* second = CreateMr(true);
+    ASSERT_EQ(InitializeFast(first, kPages, FALSE), STATUS_SUCCESS);
+    ASSERT_EQ(InitializeFast(second, kPages, FALSE), STATUS_SUCCESS);
+    EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, reinterpret_cast<PVOID>(1), first, kPages, lam->AdapterPageArray,
+                                               0, PAGE_SIZE, reinterpret_cast<PVOID>(0x10000), NDK_OP_FLAG_DEFER),
+              STATUS_SUCCESS);
+    EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, reinterpret_cast<PVOID>(2), second, kPages, lam->AdapterPageArray,
+                                               0, PAGE_SIZE, reinterpret_cast<PVOID>(0x10000),
+                                               NDK_OP_FLAG_DEFER | NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+              STATUS_ACCESS_VIOLATION);
+    NDK_RESULT_EX result = Poll(cq_b_);
+    EXPECT_EQ(result.Status, STATUS_SUCCESS);
+    EXPECT_EQ(result.RequestContext, reinterpret_cast<PVOID>(1));
+    EXPECT_EQ(Pending(cq_b_), 0u) << "no completion for the request that failed inline (CB-17)";
+    Close(&first->Header);
+    Close(&second->Header);
+    adapter_->Dispatch->NdkReleaseLAM(adapter_, lam);
+}
+
+TEST_P(DeferTest, TOK_17_ReadLocalInvalidateIsIgnoredWithoutTheCapability) {
+    EXPECT_EQ(Info().AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED, 0u);
+    NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_),
+                                       NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_NE(mr_a_->Dispatch->NdkGetLocalTokenFromMr(mr_a_), 0u) << "the sink's token is untouched";
+}
+
+}  // namespace
+}  // namespace softndk::test

@@ -129,7 +129,7 @@ class AdapterTest : public ::testing::TestWithParam<SOFTNDK_COMPLETION_MODE> {
 protected:
     void SetUp() override {
         SoftNdkInitAdapterConfig(&config_);
-        config_.CompletionMode = GetParam();
+        config_.CompletionMode = Mode();
         config_.RandomSeed = 12345;
         Customize(config_);
         ASSERT_EQ(SoftNdkOpenAdapter(&config_, &adapter_), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
@@ -143,6 +143,7 @@ protected:
         }
     }
     virtual void Customize(SOFTNDK_ADAPTER_CONFIG&) {}
+    virtual SOFTNDK_COMPLETION_MODE Mode() { return GetParam(); }
 
     NDK_ADAPTER_INFO Info() {
         NDK_ADAPTER_INFO info{};

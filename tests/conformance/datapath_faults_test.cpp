@@ -1,0 +1,187 @@
+// Fault injection on every asynchronous function of the data path and connection management (CB-03): the
+// injected failure arrives inline or through the completion, and the next call works. Each rule fires on the
+// call after those the fixture's own set-up makes.
+#include "support/connected_pair.h"
+
+namespace softndk::test {
+namespace {
+
+struct DataPathFault {
+    const char* function;
+    ULONG calls_in_setup;
+    bool asynchronous;
+    const char* requirement;
+};
+
+class DataPathFaultTest : public ConnectedPairTest {
+protected:
+    const DataPathFault& Case() const { return fault_; }
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.FaultRuleCount = 1;
+        config.FaultRules[0] = SOFTNDK_FAULT_RULE{fault_.function,
+                                                  fault_.calls_in_setup + 1,
+                                                  0.0,
+                                                  0,
+                                                  static_cast<BOOLEAN>(fault_.asynchronous),
+                                                  STATUS_INSUFFICIENT_RESOURCES};
+    }
+    void ExpectInjected(NTSTATUS returned, Completion& done) {
+        EXPECT_EQ(returned, fault_.asynchronous ? STATUS_PENDING : STATUS_INSUFFICIENT_RESOURCES);
+        EXPECT_EQ(done.Wait(returned), STATUS_INSUFFICIENT_RESOURCES);
+    }
+
+public:
+    static inline DataPathFault fault_;
+};
+
+class DataPathFaultCases : public ::testing::TestWithParam<DataPathFault> {};
+
+void PrintTo(const DataPathFault& c, std::ostream* out) {
+    *out << c.function << (c.asynchronous ? " async" : " inline");
+}
+
+// Runs one scenario in a fresh fixture (the fixture is parameterised by completion mode; faults use inline).
+class Scenario : public DataPathFaultTest {
+public:
+    explicit Scenario(const DataPathFault& fault) { fault_ = fault; }
+    void TestBody() override {}
+    SOFTNDK_COMPLETION_MODE Mode() override { return SOFTNDK_COMPLETION_INLINE; }
+    void Start() { SetUp(); }
+    void Finish() { TearDown(); }
+    void Run();
+};
+
+void Scenario::Run() {
+    const std::string function = fault_.function;
+    if (function == "NdkCreateCq") {
+        Completion done;
+        NDK_CQ* cq = nullptr;
+        ExpectInjected(adapter_->Dispatch->NdkCreateCq(adapter_, 8, &CqEvents::OnNotify, nullptr, nullptr,
+                                                       &Completion::OnCreate, &done, &cq),
+                       done);
+        EXPECT_EQ(cq, nullptr);
+        Close(&CreateCq(8, &cq_events_a_)->Header);
+    } else if (function == "NdkCreateQp") {
+        Completion done;
+        NDK_QP* qp = nullptr;
+        ExpectInjected(
+            pd_->Dispatch->NdkCreateQp(pd_, cq_a_, cq_a_, nullptr, 4, 4, 1, 1, 0, &Completion::OnCreate, &done, &qp),
+            done);
+        Close(&CreateQp(cq_a_, cq_a_, nullptr)->Header);
+    } else if (function == "NdkCreateSrq" || function == "NdkCreateQpWithSrq" || function == "NdkModifySrq") {
+        Completion made;
+        NDK_SRQ* srq = nullptr;
+        NTSTATUS returned =
+            pd_->Dispatch->NdkCreateSrq(pd_, 4, 1, 0, nullptr, nullptr, nullptr, &Completion::OnCreate, &made, &srq);
+        if (function == "NdkCreateSrq") {
+            ExpectInjected(returned, made);
+            return;
+        }
+        ASSERT_EQ(made.Wait(returned), STATUS_SUCCESS);
+        if (function == "NdkCreateQpWithSrq") {
+            Completion done;
+            NDK_QP* qp = nullptr;
+            ExpectInjected(pd_->Dispatch->NdkCreateQpWithSrq(pd_, cq_a_, cq_a_, srq, nullptr, 4, 1, 0,
+                                                             &Completion::OnCreate, &done, &qp),
+                           done);
+        } else {
+            Completion done;
+            ExpectInjected(srq->Dispatch->NdkModifySrq(srq, 8, 0, &Completion::OnRequest, &done), done);
+        }
+        Close(&srq->Header);
+    } else if (function == "NdkCreateMw") {
+        Completion done;
+        NDK_MW* mw = nullptr;
+        ExpectInjected(pd_->Dispatch->NdkCreateMw(pd_, &Completion::OnCreate, &done, &mw), done);
+    } else if (function == "NdkCreateConnector") {
+        Completion done;
+        NDK_CONNECTOR* connector = nullptr;
+        ExpectInjected(adapter_->Dispatch->NdkCreateConnector(adapter_, &Completion::OnCreate, &done, &connector),
+                       done);
+        Close(&CreateConnector()->Header);
+    } else if (function == "NdkCreateListener" || function == "NdkListen") {
+        Completion done;
+        NDK_LISTENER* listener = nullptr;
+        NTSTATUS returned = adapter_->Dispatch->NdkCreateListener(adapter_, &ConnectEvents::OnConnect, nullptr,
+                                                                  &Completion::OnCreate, &done, &listener);
+        if (function == "NdkCreateListener") {
+            ExpectInjected(returned, done);
+            return;
+        }
+        ASSERT_EQ(done.Wait(returned), STATUS_SUCCESS);
+        if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(done.object());
+        SOCKADDR_IN address = Loopback(0);
+        Completion listened;
+        ExpectInjected(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address), sizeof(address),
+                                                     &Completion::OnRequest, &listened),
+                       listened);
+        Close(&listener->Header);
+    } else if (function == "NdkCreateSharedEndpoint") {
+        Completion done;
+        NDK_SHARED_ENDPOINT* shared = nullptr;
+        SOCKADDR_IN address = Loopback(0);
+        ExpectInjected(
+            adapter_->Dispatch->NdkCreateSharedEndpoint(adapter_, reinterpret_cast<PSOCKADDR>(&address),
+                                                        sizeof(address), &Completion::OnCreate, &done, &shared),
+            done);
+    } else if (function == "NdkResizeCq") {
+        Completion done;
+        ExpectInjected(cq_a_->Dispatch->NdkResizeCq(cq_a_, 128, &Completion::OnRequest, &done), done);
+        Completion again;
+        EXPECT_EQ(again.Wait(cq_a_->Dispatch->NdkResizeCq(cq_a_, 128, &Completion::OnRequest, &again)), STATUS_SUCCESS);
+    } else if (function == "NdkConnect") {
+        NDK_CONNECTOR* connector = CreateConnector();
+        NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+        SOCKADDR_IN source = Loopback(0), destination = Loopback(1);
+        Completion done;
+        ExpectInjected(
+            connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+                                            reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
+                                            nullptr, 0, &Completion::OnRequest, &done),
+            done);
+        Close(&connector->Header);
+        Close(&qp->Header);
+    } else if (function == "NdkDisconnect") {
+        Completion done;
+        ExpectInjected(connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &done), done);
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+        NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 8);
+        ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+        ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "the failed disconnect changed nothing";
+    } else {
+        FAIL() << "no scenario for " << function;
+    }
+}
+
+TEST_P(DataPathFaultCases, CB_03_InjectedFailureIsDeliveredAndTheNextCallWorks) {
+    Scenario scenario(GetParam());
+    scenario.Start();
+    if (!::testing::Test::HasFatalFailure()) scenario.Run();
+    scenario.Finish();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Functions, DataPathFaultCases,
+    ::testing::Values(
+        DataPathFault{"NdkCreateCq", 2, false, "CQ_01"}, DataPathFault{"NdkCreateCq", 2, true, "CQ_01"},
+        DataPathFault{"NdkCreateQp", 2, false, "QP_03"}, DataPathFault{"NdkCreateQp", 2, true, "QP_03"},
+        DataPathFault{"NdkCreateQpWithSrq", 0, false, "QP_03"}, DataPathFault{"NdkCreateQpWithSrq", 0, true, "QP_03"},
+        DataPathFault{"NdkCreateSrq", 0, false, "SRQ_01"}, DataPathFault{"NdkCreateSrq", 0, true, "SRQ_01"},
+        DataPathFault{"NdkModifySrq", 0, false, "SRQ_07"}, DataPathFault{"NdkModifySrq", 0, true, "SRQ_07"},
+        DataPathFault{"NdkCreateMw", 0, false, "MW_01"}, DataPathFault{"NdkCreateMw", 0, true, "MW_01"},
+        DataPathFault{"NdkCreateConnector", 1, false, "CM_01"}, DataPathFault{"NdkCreateConnector", 1, true, "CM_01"},
+        DataPathFault{"NdkCreateListener", 1, false, "CM_01"}, DataPathFault{"NdkCreateListener", 1, true, "CM_01"},
+        DataPathFault{"NdkCreateSharedEndpoint", 0, false, "CM_01"},
+        DataPathFault{"NdkCreateSharedEndpoint", 0, true, "CM_01"}, DataPathFault{"NdkListen", 1, false, "CM_14"},
+        DataPathFault{"NdkListen", 1, true, "CM_14"}, DataPathFault{"NdkResizeCq", 0, false, "CQ_04"},
+        DataPathFault{"NdkResizeCq", 0, true, "CQ_04"}, DataPathFault{"NdkConnect", 1, false, "CM_04"},
+        DataPathFault{"NdkConnect", 1, true, "CM_04"}, DataPathFault{"NdkDisconnect", 0, false, "CM_25"},
+        DataPathFault{"NdkDisconnect", 0, true, "CM_25"}),
+    [](const ::testing::TestParamInfo<DataPathFault>& info) {
+        return std::string(info.param.requirement) + "_" + info.param.function +
+               (info.param.asynchronous ? "Async" : "Inline");
+    });
+
+}  // namespace
+}  // namespace softndk::test
