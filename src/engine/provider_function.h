@@ -7,16 +7,16 @@
 
 namespace softndk::engine {
 
-#define SOFTNDK_PROVIDER_FUNCTIONS(X)                                                                               \
-    X(NdkCreatePd, true)                                                                                            \
-    X(NdkCreateCq, true)                                                                                            \
-    X(NdkCreateConnector, true) X(NdkCreateListener, true) X(NdkCreateSharedEndpoint, true) X(NdkBuildLam, true)    \
-        X(NdkCreateMr, true) X(NdkCreateMw, true) X(NdkCreateSrq, true) X(NdkCreateQp, true)                        \
-            X(NdkCreateQpWithSrq, true) X(NdkRegisterMr, true) X(NdkDeregisterMr, true)                             \
-                X(NdkInitializeFastRegisterMr, true) X(NdkResizeCq, true) X(NdkModifySrq, true) X(NdkConnect, true) \
-                    X(NdkConnectWithSharedEndpoint, true) X(NdkCompleteConnect, true) X(NdkCompleteConnectEx, true) \
-                        X(NdkAccept, true) X(NdkAcceptEx, true) X(NdkDisconnect, true) X(NdkListen, true)           \
-                            X(NdkQueryAdapterInfo, false)
+// clang-format off
+#define SOFTNDK_PROVIDER_FUNCTIONS(X)                                                                    \
+    X(NdkCreatePd, true) X(NdkCreateCq, true) X(NdkCreateConnector, true) X(NdkCreateListener, true)     \
+    X(NdkCreateSharedEndpoint, true) X(NdkBuildLam, true) X(NdkCreateMr, true) X(NdkCreateMw, true)      \
+    X(NdkCreateSrq, true) X(NdkCreateQp, true) X(NdkCreateQpWithSrq, true) X(NdkRegisterMr, true)        \
+    X(NdkDeregisterMr, true) X(NdkInitializeFastRegisterMr, true) X(NdkResizeCq, true)                   \
+    X(NdkModifySrq, true) X(NdkConnect, true) X(NdkConnectWithSharedEndpoint, true)                      \
+    X(NdkCompleteConnect, true) X(NdkCompleteConnectEx, true) X(NdkAccept, true) X(NdkAcceptEx, true)    \
+    X(NdkDisconnect, true) X(NdkListen, true) X(NdkQueryAdapterInfo, false)
+// clang-format on
 
 enum class ProviderFunction : uint8_t {
 #define SOFTNDK_ENUM(name, async) name,
