@@ -24,7 +24,7 @@ TEST_P(CbTest, CB_01_RequestCompletionOnlyAfterPending) {
     Close(&mr->Header);
 }
 
-TEST_P(CbTest, CB_02_CreateAndCloseCompletionsOnlyAfterPending) {
+TEST_P(CbTest, CB_02_LIFE_05_CreateAndCloseCompletionsOnlyAfterPending) {
     for (int i = 0; i < 20; ++i) {
         NDK_MR* mr = CreateMr(i % 2 == 0);
         ASSERT_NE(mr, nullptr);

@@ -230,14 +230,17 @@ TEST_P(CmTest, CM_19_22_23_ListenerEndpointLivesUntilItsConnectorsClose) {
     Close(&qp->Header);
 }
 
-TEST_P(CmTest, CM_24_26_GracefulDisconnectIndicatesOnceAndCompletesWhenThePeerAnswers) {
+TEST_P(CmTest, CM_24_26_27_GracefulDisconnectIndicatesOnceAndCompletesWhenThePeerAnswers) {
     NDK_SGE receive = Sge(mr_a_, buffer_a_->data(), 8);
     ASSERT_EQ(qp_a_->Dispatch->NdkReceive(qp_a_, reinterpret_cast<PVOID>(5), &receive, 1), STATUS_SUCCESS);
+    NDK_SGE b_receive = Sge(mr_b_, buffer_b_->data(), 8);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, reinterpret_cast<PVOID>(6), &b_receive, 1), STATUS_SUCCESS);
     Completion a_done;
     NTSTATUS a_returned = connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &a_done);
     EXPECT_EQ(a_returned, STATUS_PENDING) << "CM-24: until the peer's disconnect arrives";
     EXPECT_TRUE(WaitFor([&] { return disconnects_b_.count == 1; }));
     EXPECT_EQ(disconnects_a_.count, 0) << "CM-26: not to the side that called NdkDisconnect";
+    EXPECT_EQ(Pending(cq_b_), 0u) << "CM-27: the peer's graceful disconnect flushes nothing";
     NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
     ASSERT_EQ(qp_b_->Dispatch->NdkSend(qp_b_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
     EXPECT_EQ(Poll(cq_b_).Status, STATUS_CANCELLED) << "no half-open connection (CM-28)";
@@ -245,6 +248,7 @@ TEST_P(CmTest, CM_24_26_GracefulDisconnectIndicatesOnceAndCompletesWhenThePeerAn
     EXPECT_EQ(b_done.Wait(connector_b_->Dispatch->NdkDisconnect(connector_b_, &Completion::OnRequest, &b_done)),
               STATUS_SUCCESS);
     EXPECT_EQ(a_done.Wait(a_returned), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).RequestContext, reinterpret_cast<PVOID>(6)) << "B's own disconnect flushed it";
     NDK_RESULT_EX flushed = Poll(cq_a_);
     EXPECT_EQ(flushed.Status, STATUS_CANCELLED) << "CM-25: implicit flush";
     EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(5));

@@ -159,7 +159,7 @@ struct PollingCallback {
     }
 };
 
-TEST_P(CqTest, CQ_07_09_NotificationsOncePerArmSerialisedWithProviderCallsInside) {
+TEST_P(CqTest, CQ_07_09_CB_06_07_NotificationsOncePerArmSerialisedWithProviderCallsInside) {
     PollingCallback callback;
     Completion created;
     NDK_CQ* cq = nullptr;
@@ -181,7 +181,7 @@ TEST_P(CqTest, CQ_07_09_NotificationsOncePerArmSerialisedWithProviderCallsInside
     Close(&cq->Header);
 }
 
-TEST_P(CqTest, CQ_12_SolicitedArmFiresOnlyForSolicitedSends) {
+TEST_P(CqTest, CQ_06_QP_12_SolicitedArmFiresOnlyForSolicitedSends) {
     cq_b_->Dispatch->NdkArmCq(cq_b_, NDK_CQ_NOTIFY_SOLICITED);
     NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);
     ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
@@ -212,7 +212,7 @@ TEST_P(CqTest, CQ_13_14_ResultsCarryTypeAndProviderErrorCode) {
     }
 }
 
-TEST_P(CqTest, CQ_17_InterruptModerationIsNotAdvertisedSoNotSupported) {
+TEST_P(CqTest, CQ_17_CB_11_InterruptModerationIsNotAdvertisedSoNotSupported) {
     EXPECT_EQ(Info().AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED, 0u);
     EXPECT_EQ(cq_a_->Dispatch->NdkControlCqInterruptModeration(cq_a_, 10, 4), STATUS_NOT_SUPPORTED);
 }
@@ -312,7 +312,7 @@ TEST_P(SrqTest, SRQ_03_06_09_QpWithSrqReceivesAndTheThresholdNotifies) {
     Pending(cq_b_);
 }
 
-TEST_P(SrqTest, SRQ_05_ModifyKeepsDepthForZeroAndRejectsTooDeep) {
+TEST_P(SrqTest, SRQ_05_07_ModifyKeepsDepthForZeroAndRejectsTooDeep) {
     SrqEvents events;
     NDK_SRQ* srq = CreateSrq(4, 0, &events);
     Completion ok;

@@ -45,7 +45,7 @@ protected:
 };
 SOFTNDK_ALL_MODES(FastRegisterTest);
 
-TEST_P(FastRegisterTest, FR_08_24_FullSequenceWithNewTokensAndStaleTokenFailing) {
+TEST_P(FastRegisterTest, FR_08_24_TOK_03_FullSequenceWithNewTokensAndStaleTokenFailing) {
     std::memset(buffer_a_->data(), 0x5A, 64);
     // FR-18/19: registered, completion of type FastRegister, token available.
     ASSERT_EQ(FastRegister(kPages, 0x10, 2 * PAGE_SIZE, kBase + 0x10, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
@@ -159,7 +159,7 @@ TEST_P(FastRegisterTest, TOK_16_InvalidateOfARegularMrFails) {
     EXPECT_EQ(Pending(cq_b_), 0u);
 }
 
-TEST_P(FastRegisterTest, LAM_14_16_PrivilegedTokenSgeUsesLamAddresses) {
+TEST_P(FastRegisterTest, LAM_14_16_TOK_18_PrivilegedTokenSgeUsesLamAddresses) {
     UINT32 privileged = 0;
     pd_->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd_, &privileged);
     std::memset(buffer_b_->data() + PAGE_SIZE, 0x77, 32);
@@ -205,7 +205,7 @@ protected:
 };
 SOFTNDK_ALL_MODES(WindowTest);
 
-TEST_P(WindowTest, MW_03_09_10_BindGivesATokenForTheSubRangeOnly) {
+TEST_P(WindowTest, MW_03_09_10_TOK_04_BindGivesATokenForTheSubRangeOnly) {
     EXPECT_EQ(mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_), 0u);
     ASSERT_EQ(Bind(mr_b_, PAGE_SIZE, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     NDK_RESULT_EX bound = Poll(cq_b_);

@@ -32,7 +32,7 @@ TEST_P(MrTest, MR_01_FastAndRegularMrsAreSeparateKinds) {
     Close(&regular->Header);
 }
 
-TEST_P(MrTest, MR_02_CreateMrReturnsObjectInlineOrThroughCompletion) {
+TEST_P(MrTest, MR_02_LIFE_01_02_CreateMrReturnsObjectInlineOrThroughCompletion) {
     Completion done;
     NDK_MR* mr = nullptr;
     NTSTATUS returned = pd_->Dispatch->NdkCreateMr(pd_, FALSE, &Completion::OnCreate, &done, &mr);
@@ -57,7 +57,7 @@ TEST_P(MrTest, MR_02_CreateMrRejectsNullArgumentsInline) {
     EXPECT_EQ(mr, nullptr);
 }
 
-TEST_P(MrTest, MR_04_HeaderAndDispatchAreSetAndDispatchIsNeverReadBack) {
+TEST_P(MrTest, MR_04_LIFE_04_HeaderAndDispatchAreSetAndDispatchIsNeverReadBack) {
     NDK_MR* mr = CreateMr(false);
     EXPECT_EQ(mr->Header.ObjectType, NdkObjectTypeMr);
     EXPECT_EQ(mr->Header.Version.Major, 1);
@@ -436,7 +436,7 @@ TEST_P(MrTest, MR_19_DeregisterWaitsForWorkHoldingTheToken) {
     Close(&mr->Header);
 }
 
-TEST_P(MrTest, MR_22_PdCloseWaitsForItsMrs) {
+TEST_P(MrTest, MR_22_LIFE_12_13_PdCloseWaitsForItsMrs) {
     NDK_MR* mr = CreateMr(false);
     Completion pd_closed;
     NTSTATUS returned = pd_->Dispatch->NdkClosePd(&pd_->Header, &Completion::OnClose, &pd_closed);
@@ -447,7 +447,7 @@ TEST_P(MrTest, MR_22_PdCloseWaitsForItsMrs) {
     pd_ = nullptr;
 }
 
-TEST_P(MrTest, MR_CloseOfRegisteredMrDeregistersIt) {
+TEST_P(MrTest, LIFE_09_CloseOfRegisteredMrDeregistersIt) {
     LockedBuffer buffer(2);
     auto* adapter = api::FromHandle<api::AdapterObject>(adapter_);
     const uint32_t slots_before = adapter->tokens.LiveSlots();

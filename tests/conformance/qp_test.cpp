@@ -35,7 +35,7 @@ protected:
 };
 SOFTNDK_ALL_MODES(QpTest);
 
-TEST_P(QpTest, QP_04_SendReceiveMovesDataWithContexts) {
+TEST_P(QpTest, QP_04_20_SendReceiveMovesDataWithContexts) {
     Fill(*buffer_a_, 3);
     PostReceive(PAGE_SIZE);
     NDK_SGE sges[2] = {Sge(mr_a_, buffer_a_->data(), 100), Sge(mr_a_, buffer_a_->data() + 3000, 2000)};
@@ -90,7 +90,7 @@ TEST_P(QpTest, QP_10_SilentSuccessQueuesNoCompletion) {
     EXPECT_EQ(Poll(cq_a_).Status, STATUS_INVALID_HANDLE);
 }
 
-TEST_P(QpTest, QP_13_InlineSendIgnoresTokensAndHonoursInlineSize) {
+TEST_P(QpTest, QP_13_TOK_09_InlineSendIgnoresTokensAndHonoursInlineSize) {
     uint8_t message[32];
     for (uint8_t i = 0; i < 32; ++i) message[i] = i;
     PostReceive(64);
@@ -136,7 +136,7 @@ TEST_P(QpTest, QP_17_18_SgeCountAndTransferLimits) {
               STATUS_INVALID_PARAMETER);
 }
 
-TEST_P(QpTest, QP_21_FlushCancelsQueuedReceives) {
+TEST_P(QpTest, QP_21_CQ_22_FlushCancelsQueuedReceives) {
     PostReceive(16, reinterpret_cast<PVOID>(1));
     PostReceive(16, reinterpret_cast<PVOID>(2));
     qp_b_->Dispatch->NdkFlush(qp_b_);
@@ -149,7 +149,7 @@ TEST_P(QpTest, QP_21_FlushCancelsQueuedReceives) {
 }
 
 // ---- the access-check matrix (issue 3 §6) ----
-TEST_P(QpTest, QP_AccessUnknownTokenFailsInvalidHandle) {
+TEST_P(QpTest, QP_15_TOK_06_AccessUnknownTokenFailsInvalidHandle) {
     auto before = Snapshot();
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), 0x00FFFF42, 0),
@@ -188,7 +188,7 @@ TEST_P(QpTest, QP_AccessTokenOfAnotherPdFailsAccessDenied) {
     Close(&other_pd->Header);
 }
 
-TEST_P(QpTest, QP_AccessBelowBasePastEndAndWrappingFail) {
+TEST_P(QpTest, QP_16_AccessBelowBasePastEndAndWrappingFail) {
     const UINT32 remote = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
     const UINT64 base = RemoteAddress(*buffer_b_);
     const UINT64 cases[] = {base - 1, base + buffer_b_->bytes() - 63, ~UINT64{0} - 10};
@@ -238,7 +238,7 @@ TEST_P(QpTest, QP_AccessReadWithoutRemoteReadFailsAccessViolation) {
     Close(&write_only->Header);
 }
 
-TEST_P(QpTest, QP_AccessLocalSgeOutsideItsMrFailsLocally) {
+TEST_P(QpTest, QP_15_TOK_08_AccessLocalSgeOutsideItsMrFailsLocally) {
     auto before = Snapshot();
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data() + buffer_a_->bytes() - 10, 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
@@ -314,7 +314,7 @@ TEST_P(QpTest, QP_TerminateFlushesTheReceivesOfBothSides) {
     EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(9));
 }
 
-TEST_P(QpTest, QP_19_NoReadWhenTheOutboundLimitIsZero) {
+TEST_P(QpTest, QP_19_CM_02_03_NoReadWhenTheOutboundLimitIsZero) {
     // A second pair whose connect asks for no outbound reads.
     CqEvents events;
     NDK_CQ* cq = CreateCq(16, &events);
@@ -375,7 +375,7 @@ TEST_P(QpTest, QP_09_NotConnectedQpRefusesInitiatorRequests) {
     EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED) << "LIFE-09: closing the QP flushes its receive";
 }
 
-TEST_P(QpTest, QP_01_CreateQpEnforcesTheAdvertisedLimits) {
+TEST_P(QpTest, QP_01_AI_02_CreateQpEnforcesTheAdvertisedLimits) {
     const NDK_ADAPTER_INFO info = Info();
     Completion done;
     NDK_QP* qp = nullptr;
@@ -443,7 +443,7 @@ class DeferTest : public ConnectedPairTest {};
 SOFTNDK_ALL_MODES(DeferTest);
 
 // CB-19's worked example: two deferred fast-registers, the second fails inline; the first still completes.
-TEST_P(DeferTest, CB_18_19_DeferredRequestsCompleteWhenALaterOneFailsInline) {
+TEST_P(DeferTest, CB_15_16_17_18_19_DeferredRequestsCompleteWhenALaterOneFailsInline) {
     std::vector<uint8_t> storage(NDK_LAM_SIZE(kPages));
     auto* lam = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(storage.data());
     ULONG size = static_cast<ULONG>(storage.size());
