@@ -46,7 +46,7 @@ VOID CloseFromCompletion(PVOID context, NTSTATUS status) {
     ctx->done = true;
 }
 
-TEST_P(CbTest, CB_04_ConsumerMayCloseFromInsideACompletion) {
+TEST_P(CbTest, CB_04_LIFE_16_ConsumerMayCloseFromInsideACompletion) {
     LockedBuffer buffer(1);
     CloseInsideContext ctx;
     ctx.mr = CreateMr(false);

@@ -149,6 +149,69 @@ void Scenario::Run() {
         ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
         ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
         EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "the failed disconnect changed nothing";
+    } else if (function == "NdkConnectWithSharedEndpoint") {
+        Completion made;
+        NDK_SHARED_ENDPOINT* shared = nullptr;
+        SOCKADDR_IN local = Loopback(0), destination = Loopback(1);
+        ASSERT_EQ(
+            made.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(
+                adapter_, reinterpret_cast<PSOCKADDR>(&local), sizeof(local), &Completion::OnCreate, &made, &shared)),
+            STATUS_SUCCESS);
+        NDK_CONNECTOR* connector = CreateConnector();
+        NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+        Completion done;
+        ExpectInjected(connector->Dispatch->NdkConnectWithSharedEndpoint(
+                           connector, qp, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
+                           nullptr, 0, &Completion::OnRequest, &done),
+                       done);
+        for (NDK_OBJECT_HEADER* object : {&connector->Header, &qp->Header, &shared->Header}) Close(object);
+    } else if (function == "NdkAccept" || function == "NdkAcceptEx" || function == "NdkCompleteConnect" ||
+               function == "NdkCompleteConnectEx") {
+        // A second connection to the fixture's listener.
+        const bool extended = function.back() == 'x';
+        NDK_CONNECTOR* active = CreateConnector();
+        NDK_QP* active_qp = CreateQp(cq_a_, cq_a_, nullptr);
+        NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+        SOCKADDR_IN local{};
+        ULONG length = sizeof(local);
+        ASSERT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
+                  STATUS_SUCCESS);
+        SOCKADDR_IN source = Loopback(0);
+        connect_events_.incoming = nullptr;
+        Completion connected;
+        NTSTATUS connect_returned = active->Dispatch->NdkConnect(
+            active, active_qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+            reinterpret_cast<PSOCKADDR>(&local), sizeof(local), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+        ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+        NDK_CONNECTOR* passive = connect_events_.incoming;
+        auto accept = [&](Completion& done) {
+            return extended ? passive->Dispatch->NdkAcceptEx(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
+                                                             &Completion::OnRequest, &done)
+                            : passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
+                                                           &Completion::OnRequest, &done);
+        };
+        auto complete = [&](Completion& done) {
+            return extended
+                       ? active->Dispatch->NdkCompleteConnectEx(active, nullptr, nullptr, &Completion::OnRequest, &done)
+                       : active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest, &done);
+        };
+        if (function == "NdkAccept" || function == "NdkAcceptEx") {
+            Completion failed;
+            ExpectInjected(accept(failed), failed);
+            ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS) << "nothing was accepted";
+            EXPECT_EQ(connected.Wait(connect_returned), STATUS_CONNECTION_REFUSED);
+        } else {
+            Completion accepted;
+            NTSTATUS accept_returned = accept(accepted);
+            ASSERT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
+            Completion failed;
+            ExpectInjected(complete(failed), failed);
+            Completion again;
+            EXPECT_EQ(again.Wait(complete(again)), STATUS_SUCCESS) << "the connection was still completable";
+            EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        }
+        for (NDK_OBJECT_HEADER* object : {&active->Header, &passive->Header, &active_qp->Header, &passive_qp->Header})
+            Close(object);
     } else {
         FAIL() << "no scenario for " << function;
     }
@@ -177,7 +240,13 @@ INSTANTIATE_TEST_SUITE_P(
         DataPathFault{"NdkListen", 1, true, "CM_14"}, DataPathFault{"NdkResizeCq", 0, false, "CQ_04"},
         DataPathFault{"NdkResizeCq", 0, true, "CQ_04"}, DataPathFault{"NdkConnect", 1, false, "CM_04"},
         DataPathFault{"NdkConnect", 1, true, "CM_04"}, DataPathFault{"NdkDisconnect", 0, false, "CM_25"},
-        DataPathFault{"NdkDisconnect", 0, true, "CM_25"}),
+        DataPathFault{"NdkDisconnect", 0, true, "CM_25"},
+        DataPathFault{"NdkConnectWithSharedEndpoint", 0, false, "CM_06"},
+        DataPathFault{"NdkConnectWithSharedEndpoint", 0, true, "CM_06"}, DataPathFault{"NdkAccept", 1, false, "CM_08"},
+        DataPathFault{"NdkAccept", 1, true, "CM_08"}, DataPathFault{"NdkAcceptEx", 0, false, "CM_08"},
+        DataPathFault{"NdkAcceptEx", 0, true, "CM_08"}, DataPathFault{"NdkCompleteConnect", 1, false, "CM_07"},
+        DataPathFault{"NdkCompleteConnect", 1, true, "CM_07"}, DataPathFault{"NdkCompleteConnectEx", 0, false, "CM_07"},
+        DataPathFault{"NdkCompleteConnectEx", 0, true, "CM_07"}),
     [](const ::testing::TestParamInfo<DataPathFault>& info) {
         return std::string(info.param.requirement) + "_" + info.param.function +
                (info.param.asynchronous ? "Async" : "Inline");

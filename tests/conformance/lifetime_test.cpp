@@ -24,7 +24,7 @@ TEST_P(LifetimeTest, MW_01_02_CreateMwGivesAnMwObject) {
     Close(&mw->Header);
 }
 
-TEST_P(LifetimeTest, QP_02_03_CreateQpWithSrqEnforcesItsLimits) {
+TEST_P(LifetimeTest, QP_02_03_SRQ_10_CreateQpWithSrqEnforcesItsLimits) {
     Completion made;
     NDK_SRQ* srq = nullptr;
     ASSERT_EQ(made.Wait(pd_->Dispatch->NdkCreateSrq(pd_, 4, 1, 0, nullptr, nullptr, nullptr, &Completion::OnCreate,

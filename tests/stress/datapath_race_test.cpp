@@ -121,7 +121,7 @@ TEST_P(DataPathRaceTest, LIFE_InvalidationRacingInboundWritesNeverFreesMemoryUnd
     Close(&fast->Header);
 }
 
-TEST_P(DataPathRaceTest, QP_07_FlushAndPostsRaceSafely) {
+TEST_P(DataPathRaceTest, QP_07_CB_20_FlushAndPostsRaceSafely) {
     std::atomic<bool> stop{false};
     std::thread flusher([&] {
         while (!stop) qp_b_->Dispatch->NdkFlush(qp_b_);
