@@ -10,11 +10,6 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
 // ---- adapter lifetime: the adapter is destroyed by SoftNdkCloseAdapter, not by its last release ----
 void AdapterReleased(void* object) {
     auto* adapter = static_cast<AdapterObject*>(object);
@@ -32,12 +27,7 @@ bool PdTeardown(void* object) {
         pd->adapter->tokens.Free(pd->privileged_slot);
     return true;
 }
-void PdDestroy(void* object) {
-    auto* pd = static_cast<PdObject*>(object);
-    pd->magic = 0;
-    delete pd;
-}
-constexpr Lifetime::Ops kPdOps{&PdTeardown, &PdDestroy};
+constexpr Lifetime::Ops kPdOps{&PdTeardown, &DestroyObject<PdObject>};
 
 NTSTATUS MakePd(AdapterObject* adapter, NDK_OBJECT_HEADER** out) {
     auto* pd = new (std::nothrow) PdObject(adapter, kPdOps);
@@ -64,14 +54,15 @@ NTSTATUS MakePd(AdapterObject* adapter, NDK_OBJECT_HEADER** out) {
 // ---- dispatch functions ----
 NTSTATUS QueryAdapterInfo(NDK_ADAPTER* handle, NDK_ADAPTER_INFO* info, ULONG* size) {
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
-    if (adapter == nullptr || size == nullptr) return Invalid("NdkQueryAdapterInfo: NULL adapter or pBufferSize");
+    if (adapter == nullptr || size == nullptr)
+        return InvalidParameter("NdkQueryAdapterInfo: NULL adapter or pBufferSize");
     engine::FaultDecision fault = adapter->faults.Check(ProviderFunction::NdkQueryAdapterInfo);
     if (fault.kind != engine::FaultDecision::Kind::kNone) return fault.status;
     if (*size < sizeof(NDK_ADAPTER_INFO)) {  // AI-01
         *size = sizeof(NDK_ADAPTER_INFO);
         return STATUS_BUFFER_TOO_SMALL;
     }
-    if (info == nullptr) return Invalid("NdkQueryAdapterInfo: NULL pInfo");
+    if (info == nullptr) return InvalidParameter("NdkQueryAdapterInfo: NULL pInfo");
     *info = adapter->info;
     *size = sizeof(NDK_ADAPTER_INFO);
     return STATUS_SUCCESS;
@@ -80,7 +71,7 @@ NTSTATUS QueryAdapterInfo(NDK_ADAPTER* handle, NDK_ADAPTER_INFO* info, ULONG* si
 NTSTATUS CreatePd(NDK_ADAPTER* handle, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_PD** out) {
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
     if (adapter == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreatePd: NULL adapter, CreateCompletion or ppNdkPd");
+        return InvalidParameter("NdkCreatePd: NULL adapter, CreateCompletion or ppNdkPd");
     return RunCreate(*adapter, ProviderFunction::NdkCreatePd, adapter->lifetime, completion, context, out,
                      [adapter](NDK_OBJECT_HEADER** header) { return MakePd(adapter, header); });
 }
@@ -90,9 +81,10 @@ NTSTATUS BuildLam(NDK_ADAPTER* handle, MDL* mdl, SIZE_T length, NDK_FN_REQUEST_C
                   NDK_LOGICAL_ADDRESS_MAPPING* lam, ULONG* lam_size, ULONG* fbo) {
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
     if (adapter == nullptr || mdl == nullptr || completion == nullptr || lam_size == nullptr || fbo == nullptr)
-        return Invalid("NdkBuildLam: NULL adapter, Mdl, RequestCompletion (AMB-21), pLAMSize or pFBO");
-    if (length == 0) return Invalid("NdkBuildLam: Length is 0");
-    if (length > adapter->info.MaxRegistrationSize) return Invalid("NdkBuildLam: Length exceeds MaxRegistrationSize");
+        return InvalidParameter("NdkBuildLam: NULL adapter, Mdl, RequestCompletion (AMB-21), pLAMSize or pFBO");
+    if (length == 0) return InvalidParameter("NdkBuildLam: Length is 0");
+    if (length > adapter->info.MaxRegistrationSize)
+        return InvalidParameter("NdkBuildLam: Length exceeds MaxRegistrationSize");
     const ULONG pages = ADDRESS_AND_SIZE_TO_SPAN_PAGES(MmGetMdlVirtualAddress(mdl), length);
     const ULONG needed = NDK_LAM_SIZE(pages);
     if (*lam_size < needed || lam == nullptr) {  // LAM-06, checked before any mapping is built
@@ -137,7 +129,7 @@ VOID ReleaseLam(NDK_ADAPTER* handle, NDK_LOGICAL_ADDRESS_MAPPING* lam) {
 
 NTSTATUS QueryExtensionInterface(NDK_OBJECT_HEADER* object, GUID* id, NDK_VERSION, NDK_EXTENSION_INTERFACE* out) {
     if (object == nullptr || id == nullptr || out == nullptr)
-        return Invalid("NdkQueryExtensionInterface: NULL object, interface id or output");
+        return InvalidParameter("NdkQueryExtensionInterface: NULL object, interface id or output");
     SetLastErrorText("NdkQueryExtensionInterface: no extension interfaces are defined (AI-11)");
     return STATUS_NOT_SUPPORTED;
 }
@@ -152,7 +144,7 @@ const NDK_ADAPTER_DISPATCH kAdapterDispatch = {
 using softndk::api::AdapterObject;
 
 extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK_ADAPTER** ppNdkAdapter) {
-    if (ppNdkAdapter == nullptr) return softndk::api::Invalid("SoftNdkOpenAdapter: NULL ppNdkAdapter");
+    if (ppNdkAdapter == nullptr) return softndk::api::InvalidParameter("SoftNdkOpenAdapter: NULL ppNdkAdapter");
     SOFTNDK_ADAPTER_CONFIG defaults;
     if (Config == nullptr) {
         SoftNdkInitAdapterConfig(&defaults);
@@ -185,9 +177,9 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
 
 extern "C" NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter) {
     AdapterObject* adapter = softndk::api::FromHandle<AdapterObject>(pNdkAdapter);
-    if (adapter == nullptr) return softndk::api::Invalid("SoftNdkCloseAdapter: not an open adapter");
+    if (adapter == nullptr) return softndk::api::InvalidParameter("SoftNdkCloseAdapter: not an open adapter");
     if (adapter->executor->OnExecutorThread())
-        return softndk::api::Invalid("SoftNdkCloseAdapter: called from a provider callback (LIFE-15)");
+        return softndk::api::InvalidParameter("SoftNdkCloseAdapter: called from a provider callback (LIFE-15)");
     adapter->lifetime.Close(nullptr, nullptr);
     {
         // LIFE-13/15: blocks until every child is closed and every callback has returned.

@@ -24,7 +24,7 @@ bool HasIpcLockCapability() {
     return (effective >> kCapIpcLock) & 1;
 }
 
-NTSTATUS Invalid(const char* why) {
+NTSTATUS InvalidParameter(const char* why) {
     SetLastErrorText("SoftNdkOpenAdapter: %s", why);
     return STATUS_INVALID_PARAMETER;
 }
@@ -68,7 +68,7 @@ NDK_ADAPTER_INFO DefaultAdapterInfo() {
 
 NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.Size != sizeof(SOFTNDK_ADAPTER_CONFIG) || config.Version != SOFTNDK_ADAPTER_CONFIG_VERSION)
-        return Invalid("Config.Size/Version do not match this softndk (call SoftNdkInitAdapterConfig)");
+        return InvalidParameter("Config.Size/Version do not match this softndk (call SoftNdkInitAdapterConfig)");
     // AI-08: major must match; a minor above ours is refused.
     if (config.RequestedVersion.Major != NDK_VERSION_MAJOR || config.RequestedVersion.Minor > NDK_VERSION_1_2_MINOR) {
         SetLastErrorText("SoftNdkOpenAdapter: NDKPI %u.%u requested; this provider supports 1.0 … 1.2",
@@ -77,13 +77,14 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     }
     if (config.CompletionMode != SOFTNDK_COMPLETION_INLINE && config.CompletionMode != SOFTNDK_COMPLETION_PEND &&
         config.CompletionMode != SOFTNDK_COMPLETION_RANDOM)
-        return Invalid("unknown CompletionMode");
-    if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES) return Invalid("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
+        return InvalidParameter("unknown CompletionMode");
+    if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES)
+        return InvalidParameter("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
     if (config.LocalAddressCount == 0 || config.LocalAddressCount > SOFTNDK_MAX_LOCAL_ADDRESSES)
-        return Invalid("LocalAddressCount must be 1 … SOFTNDK_MAX_LOCAL_ADDRESSES");
+        return InvalidParameter("LocalAddressCount must be 1 … SOFTNDK_MAX_LOCAL_ADDRESSES");
     for (ULONG i = 0; i < config.LocalAddressCount; ++i)
         if (config.LocalAddresses[i].si_family != AF_INET && config.LocalAddresses[i].si_family != AF_INET6)
-            return Invalid("a local address is neither AF_INET nor AF_INET6");
+            return InvalidParameter("a local address is neither AF_INET nor AF_INET6");
 
     const NDK_ADAPTER_INFO& want = config.Limits;
     const NDK_ADAPTER_INFO honest = DefaultAdapterInfo();
@@ -93,11 +94,11 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
         return STATUS_NOT_SUPPORTED;
     }
     if (want.MaxRegistrationSize < PAGE_SIZE || want.MaxRegistrationSize > honest.MaxRegistrationSize)
-        return Invalid("Limits.MaxRegistrationSize must be PAGE_SIZE … what the machine can lock");
+        return InvalidParameter("Limits.MaxRegistrationSize must be PAGE_SIZE … what the machine can lock");
     if (want.MaxWindowSize == 0 || want.MaxWindowSize > want.MaxRegistrationSize)
-        return Invalid("Limits.MaxWindowSize must be 1 … MaxRegistrationSize");
+        return InvalidParameter("Limits.MaxWindowSize must be 1 … MaxRegistrationSize");
     if (want.FRMRPageCount < 16 || want.FRMRPageCount > want.MaxRegistrationSize / PAGE_SIZE)
-        return Invalid("Limits.FRMRPageCount must be 16 (FR-23) … MaxRegistrationSize / PAGE_SIZE");
+        return InvalidParameter("Limits.FRMRPageCount must be 16 (FR-23) … MaxRegistrationSize / PAGE_SIZE");
     struct Field {
         ULONG want;
         ULONG honest;
@@ -129,7 +130,7 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     uint32_t technology = 0;  // read as an integer: an out-of-range enum value must not be loaded as the enum
     static_assert(sizeof(technology) == sizeof(want.RdmaTechnology));
     std::memcpy(&technology, &want.RdmaTechnology, sizeof(technology));
-    if (technology >= NdkMaxTechnology) return Invalid("Limits.RdmaTechnology out of range");
+    if (technology >= NdkMaxTechnology) return InvalidParameter("Limits.RdmaTechnology out of range");
     return STATUS_SUCCESS;
 }
 

@@ -13,6 +13,12 @@ namespace softndk::api {
 
 using Finish = std::function<void(NTSTATUS)>;
 
+// Bad input: says why (SoftNdkGetLastErrorText) and returns STATUS_INVALID_PARAMETER.
+inline NTSTATUS InvalidParameter(const char* why) {
+    SetLastErrorText("%s", why);
+    return STATUS_INVALID_PARAMETER;
+}
+
 // `work(finish)` does the request and returns its status; it may return STATUS_PENDING itself, and then
 // must call `finish(status)` exactly once later. `object` is kept alive until the request completes.
 template <class Work>

@@ -11,11 +11,6 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
 // Calls the connector's disconnect callback once (CM-26), on its adapter's provider thread.
 void IndicateDisconnectLocked(Connection& connection, int side) {
     ConnectorObject* connector = connection.side[side];
@@ -40,12 +35,6 @@ void ShutDownLink(Connection& connection) {
         connection.shut_down = true;
     }
     connection.link->Shutdown();
-}
-
-void ConnectorDestroy(void* object) {
-    auto* connector = static_cast<ConnectorObject*>(object);
-    connector->magic = 0;
-    delete connector;
 }
 
 // LIFE-09/CM-18 … CM-23: a close cancels what is pending, aborts an established connection and releases the
@@ -94,7 +83,7 @@ bool ConnectorTeardown(void* object) {
     if (connector->shared != nullptr) connector->shared->lifetime.Release();
     return true;
 }
-constexpr Lifetime::Ops kConnectorOps{&ConnectorTeardown, &ConnectorDestroy};
+constexpr Lifetime::Ops kConnectorOps{&ConnectorTeardown, &DestroyObject<ConnectorObject>};
 
 NTSTATUS CheckPrivateData(const PVOID data, ULONG length, ULONG limit, const char* what) {
     if ((data == nullptr && length > 0) || length > limit) {
@@ -148,8 +137,8 @@ NTSTATUS StartConnect(ConnectorObject* connector, QpObject* qp, const cm::Endpoi
 NTSTATUS CommonConnectChecks(ConnectorObject* connector, QpObject* qp, const PVOID data, ULONG length,
                              NDK_FN_REQUEST_COMPLETION completion) {
     if (connector == nullptr || qp == nullptr || completion == nullptr)
-        return Invalid("NdkConnect: NULL or foreign connector, QP or RequestCompletion");
-    if (qp->pd->adapter != connector->adapter) return Invalid("NdkConnect: the QP belongs to another adapter");
+        return InvalidParameter("NdkConnect: NULL or foreign connector, QP or RequestCompletion");
+    if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkConnect: the QP belongs to another adapter");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCallerData, "NdkConnect");
     if (!NT_SUCCESS(status)) return status;
     if (connector->connection || qp->associated.exchange(true)) {
@@ -169,7 +158,8 @@ NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR sourc
     if (!NT_SUCCESS(cm::EndpointFromSockaddr(source, source_length, &local)) ||
         !NT_SUCCESS(cm::EndpointFromSockaddr(destination, destination_length, &remote)) ||
         local.family != remote.family)
-        return Invalid("NdkConnect: source and destination must be AF_INET or AF_INET6 SOCKADDRs of one family");
+        return InvalidParameter(
+            "NdkConnect: source and destination must be AF_INET or AF_INET6 SOCKADDRs of one family");
     if (connector != nullptr && !AdapterOwnsAddress(*connector->adapter, local, false)) {
         SetLastErrorText("NdkConnect: the source address is not an address of this adapter (CM-04)");
         return STATUS_INVALID_ADDRESS;
@@ -197,7 +187,7 @@ NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* handle, NDK_QP* qp_handle, NDK
     cm::Endpoint remote;
     if (shared == nullptr || !NT_SUCCESS(cm::EndpointFromSockaddr(destination, destination_length, &remote)) ||
         remote.family != shared->endpoint.family)
-        return Invalid("NdkConnectWithSharedEndpoint: NULL shared endpoint or a bad destination");
+        return InvalidParameter("NdkConnectWithSharedEndpoint: NULL shared endpoint or a bad destination");
     NTSTATUS status = CommonConnectChecks(connector, qp, data, length, completion);
     if (!NT_SUCCESS(status)) return status;
     cm::Fabric::Instance().AddReference(shared->endpoint);  // CM-21
@@ -217,7 +207,7 @@ NTSTATUS CompleteConnectCommon(NDK_CONNECTOR* handle, Callback callback, PVOID c
                                bool extended) {
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     if (connector == nullptr || completion == nullptr)
-        return Invalid("NdkCompleteConnect: NULL connector or RequestCompletion");
+        return InvalidParameter("NdkCompleteConnect: NULL connector or RequestCompletion");
     return RunRequest(
         *connector->adapter, function, connector->lifetime, completion, context,
         [connector, callback, callback_context, extended](const Finish&) -> NTSTATUS {
@@ -265,12 +255,12 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     QpObject* qp = FromHandle<QpObject>(qp_handle);
     if (connector == nullptr || qp == nullptr || completion == nullptr)
-        return Invalid("NdkAccept: NULL or foreign connector, QP or RequestCompletion");
-    if (qp->pd->adapter != connector->adapter) return Invalid("NdkAccept: the QP belongs to another adapter");
+        return InvalidParameter("NdkAccept: NULL or foreign connector, QP or RequestCompletion");
+    if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkAccept: the QP belongs to another adapter");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkAccept");
     if (!NT_SUCCESS(status)) return status;
     std::shared_ptr<Connection> connection = connector->connection;
-    if (!connection || connector->side != 1) return Invalid("NdkAccept: not a connector from a connect event");
+    if (!connection || connector->side != 1) return InvalidParameter("NdkAccept: not a connector from a connect event");
     if (qp->associated.exchange(true)) {
         SetLastErrorText("NdkAccept: the QP has been used already (CM-28)");
         return STATUS_INVALID_DEVICE_STATE;
@@ -336,7 +326,7 @@ NTSTATUS AcceptEx(NDK_CONNECTOR* handle, NDK_QP* qp, ULONG inbound, ULONG outbou
 // CM-09: synchronous.
 NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
-    if (connector == nullptr) return Invalid("NdkReject: not a connector");
+    if (connector == nullptr) return InvalidParameter("NdkReject: not a connector");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkReject");
     if (!NT_SUCCESS(status)) return status;
     std::shared_ptr<Connection> connection = connector->connection;
@@ -373,8 +363,10 @@ NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
 // CM-11: the exact size rules.
 NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length) {
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
-    if (connector == nullptr || length == nullptr) return Invalid("NdkGetConnectionData: NULL connector or length");
-    if (data == nullptr && *length > 0) return Invalid("NdkGetConnectionData: NULL buffer with a length (CM-11b)");
+    if (connector == nullptr || length == nullptr)
+        return InvalidParameter("NdkGetConnectionData: NULL connector or length");
+    if (data == nullptr && *length > 0)
+        return InvalidParameter("NdkGetConnectionData: NULL buffer with a length (CM-11b)");
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection) return STATUS_CONNECTION_INVALID;
     std::lock_guard lock(connection->mutex);
@@ -403,7 +395,7 @@ NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outboun
 NTSTATUS AddressOf(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length, bool peer) {
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     if (connector == nullptr || length == nullptr)
-        return Invalid("NdkGetLocalAddress/NdkGetPeerAddress: NULL argument");
+        return InvalidParameter("NdkGetLocalAddress/NdkGetPeerAddress: NULL argument");
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection) return STATUS_CONNECTION_INVALID;
     const int side = peer ? 1 - connector->side : connector->side;
@@ -420,7 +412,7 @@ NTSTATUS GetPeerAddress(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length)
 NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     if (connector == nullptr || completion == nullptr)
-        return Invalid("NdkDisconnect: NULL connector or RequestCompletion");
+        return InvalidParameter("NdkDisconnect: NULL connector or RequestCompletion");
     return RunRequest(*connector->adapter, ProviderFunction::NdkDisconnect, connector->lifetime, completion, context,
                       [connector](const Finish& finish) -> NTSTATUS {
                           std::shared_ptr<Connection> connection = connector->connection;
@@ -465,7 +457,7 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
 NTSTATUS CreateConnector(NDK_ADAPTER* handle, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_CONNECTOR** out) {
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
     if (adapter == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateConnector: NULL adapter, CreateCompletion or ppNdkConnector");
+        return InvalidParameter("NdkCreateConnector: NULL adapter, CreateCompletion or ppNdkConnector");
     return RunCreate(*adapter, ProviderFunction::NdkCreateConnector, adapter->lifetime, completion, context, out,
                      [adapter](NDK_OBJECT_HEADER** header) -> NTSTATUS {
                          auto* connector = new (std::nothrow) ConnectorObject(adapter, kConnectorOps);
@@ -497,7 +489,7 @@ ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<
 const NDK_CONNECTOR_DISPATCH kConnectorDispatch = {
     [](NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) -> NTSTATUS {
         ConnectorObject* connector = FromHandle<ConnectorObject>(object);
-        if (connector == nullptr) return Invalid("NdkCloseConnector: not a connector");
+        if (connector == nullptr) return InvalidParameter("NdkCloseConnector: not a connector");
         return RunClose(*connector->adapter, connector->lifetime, completion, context);
     },
     &QueryExtensionInterface,

@@ -24,29 +24,19 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
-void CqDestroy(void* object) {
-    auto* cq = static_cast<CqObject*>(object);
-    cq->magic = 0;
-    delete cq;
-}
-constexpr Lifetime::Ops kCqOps{nullptr, &CqDestroy};
+constexpr Lifetime::Ops kCqOps{nullptr, &DestroyObject<CqObject>};
 
 NTSTATUS CloseCq(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     CqObject* cq = FromHandle<CqObject>(object);
-    if (cq == nullptr) return Invalid("NdkCloseCq: not a CQ");
+    if (cq == nullptr) return InvalidParameter("NdkCloseCq: not a CQ");
     return RunClose(*cq->adapter, cq->lifetime, completion, context);
 }
 
 NTSTATUS ResizeCq(NDK_CQ* handle, ULONG depth, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
     CqObject* cq = FromHandle<CqObject>(handle);
-    if (cq == nullptr || completion == nullptr) return Invalid("NdkResizeCq: NULL CQ or RequestCompletion");
+    if (cq == nullptr || completion == nullptr) return InvalidParameter("NdkResizeCq: NULL CQ or RequestCompletion");
     if (depth == 0 || depth > cq->adapter->info.MaxCqDepth)
-        return Invalid("NdkResizeCq: CqDepth 0 or above MaxCqDepth");
+        return InvalidParameter("NdkResizeCq: CqDepth 0 or above MaxCqDepth");
     return RunRequest(*cq->adapter, ProviderFunction::NdkResizeCq, cq->lifetime, completion, context,
                       [cq, depth](const Finish&) { return cq->queue.Resize(depth); });
 }
@@ -72,7 +62,7 @@ ULONG GetCqResultsEx(NDK_CQ* handle, NDK_RESULT_EX results[], ULONG count) {
 // CQ-17: the adapter does not advertise CQ_INTERRUPT_MODERATION_SUPPORTED (completions are polled or
 // notified from a provider thread; there is no interrupt to moderate).
 NTSTATUS ControlCqInterruptModeration(NDK_CQ* handle, ULONG, ULONG) {
-    if (FromHandle<CqObject>(handle) == nullptr) return Invalid("NdkControlCqInterruptModeration: not a CQ");
+    if (FromHandle<CqObject>(handle) == nullptr) return InvalidParameter("NdkControlCqInterruptModeration: not a CQ");
     return STATUS_NOT_SUPPORTED;
 }
 
@@ -83,9 +73,9 @@ NTSTATUS CreateCq(NDK_ADAPTER* handle, ULONG depth, NDK_FN_CQ_NOTIFICATION_CALLB
     (void)affinity;  // CQ-03: a hint; the single provider thread serves every CQ
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
     if (adapter == nullptr || notification == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateCq: NULL adapter, CqNotification, CreateCompletion or ppNdkCq");
+        return InvalidParameter("NdkCreateCq: NULL adapter, CqNotification, CreateCompletion or ppNdkCq");
     if (depth == 0 || depth > adapter->info.MaxCqDepth)
-        return Invalid("NdkCreateCq: CqDepth 0 or above MaxCqDepth (CQ-01)");
+        return InvalidParameter("NdkCreateCq: CqDepth 0 or above MaxCqDepth (CQ-01)");
     return RunCreate(*adapter, ProviderFunction::NdkCreateCq, adapter->lifetime, completion, request_context, out,
                      [adapter, depth, notification, context](NDK_OBJECT_HEADER** header) -> NTSTATUS {
                          auto* cq = new (std::nothrow) CqObject(adapter, depth, notification, context, kCqOps);

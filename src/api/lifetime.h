@@ -63,4 +63,13 @@ private:
     PVOID close_context_ = nullptr;
 };
 
+// The destroy step of every object whose teardown needs nothing more: clear the magic so a stale handle is
+// refused, then free.
+template <class Object>
+void DestroyObject(void* object) {
+    auto* typed = static_cast<Object*>(object);
+    typed->magic = 0;
+    delete typed;
+}
+
 }  // namespace softndk::api

@@ -40,21 +40,11 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
-void ListenerDestroy(void* object) {
-    auto* listener = static_cast<ListenerObject*>(object);
-    listener->magic = 0;
-    delete listener;
-}
-constexpr Lifetime::Ops kListenerOps{nullptr, &ListenerDestroy};
+constexpr Lifetime::Ops kListenerOps{nullptr, &DestroyObject<ListenerObject>};
 
 NTSTATUS CloseListener(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     ListenerObject* listener = FromHandle<ListenerObject>(object);
-    if (listener == nullptr) return Invalid("NdkCloseListener: not a listener");
+    if (listener == nullptr) return InvalidParameter("NdkCloseListener: not a listener");
     {
         std::lock_guard lock(listener->mutex);
         listener->closed = true;
@@ -73,7 +63,7 @@ NTSTATUS Listen(NDK_LISTENER* handle, const PSOCKADDR address, ULONG length, NDK
     cm::Endpoint endpoint;
     if (listener == nullptr || completion == nullptr ||
         !NT_SUCCESS(cm::EndpointFromSockaddr(address, length, &endpoint)))
-        return Invalid("NdkListen: NULL listener or RequestCompletion, or not an AF_INET/AF_INET6 SOCKADDR");
+        return InvalidParameter("NdkListen: NULL listener or RequestCompletion, or not an AF_INET/AF_INET6 SOCKADDR");
     if (!AdapterOwnsAddress(*listener->adapter, endpoint, true)) {
         SetLastErrorText("NdkListen: not an address of this adapter (CM-14)");
         return STATUS_INVALID_ADDRESS;
@@ -93,7 +83,8 @@ NTSTATUS Listen(NDK_LISTENER* handle, const PSOCKADDR address, ULONG length, NDK
 
 NTSTATUS GetListenerLocalAddress(NDK_LISTENER* handle, PSOCKADDR address, ULONG* length) {
     ListenerObject* listener = FromHandle<ListenerObject>(handle);
-    if (listener == nullptr || length == nullptr) return Invalid("NdkGetLocalAddress: NULL listener or length");
+    if (listener == nullptr || length == nullptr)
+        return InvalidParameter("NdkGetLocalAddress: NULL listener or length");
     std::lock_guard lock(listener->mutex);
     if (listener->endpoint.family == AF_UNSPEC) return STATUS_INVALID_DEVICE_STATE;
     return cm::EndpointToSockaddr(listener->endpoint, address, length);
@@ -104,26 +95,22 @@ VOID ControlConnectEvents(NDK_LISTENER* handle, BOOLEAN pause) {
     if (listener != nullptr) listener->paused = pause != FALSE;  // CM-16
 }
 
-void SharedEndpointDestroy(void* object) {
-    auto* shared = static_cast<SharedEndpointObject*>(object);
-    shared->magic = 0;
-    delete shared;
-}
 bool SharedEndpointTeardown(void* object) {
     cm::Fabric::Instance().Release(static_cast<SharedEndpointObject*>(object)->endpoint);  // CM-21
     return true;
 }
-constexpr Lifetime::Ops kSharedEndpointOps{&SharedEndpointTeardown, &SharedEndpointDestroy};
+constexpr Lifetime::Ops kSharedEndpointOps{&SharedEndpointTeardown, &DestroyObject<SharedEndpointObject>};
 
 NTSTATUS CloseSharedEndpoint(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     SharedEndpointObject* shared = FromHandle<SharedEndpointObject>(object);
-    if (shared == nullptr) return Invalid("NdkCloseSharedEndpoint: not a shared endpoint");
+    if (shared == nullptr) return InvalidParameter("NdkCloseSharedEndpoint: not a shared endpoint");
     return RunClose(*shared->adapter, shared->lifetime, completion, context);
 }
 
 NTSTATUS GetSharedEndpointLocalAddress(NDK_SHARED_ENDPOINT* handle, PSOCKADDR address, ULONG* length) {
     SharedEndpointObject* shared = FromHandle<SharedEndpointObject>(handle);
-    if (shared == nullptr || length == nullptr) return Invalid("NdkGetSharedEndpointLocalAddress: NULL argument");
+    if (shared == nullptr || length == nullptr)
+        return InvalidParameter("NdkGetSharedEndpointLocalAddress: NULL argument");
     return cm::EndpointToSockaddr(shared->endpoint, address, length);
 }
 
@@ -133,7 +120,7 @@ NTSTATUS CreateListener(NDK_ADAPTER* handle, NDK_FN_CONNECT_EVENT_CALLBACK conne
                         NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_LISTENER** out) {
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
     if (adapter == nullptr || connect_event == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateListener: NULL adapter, ConnectEvent, CreateCompletion or ppNdkListener");
+        return InvalidParameter("NdkCreateListener: NULL adapter, ConnectEvent, CreateCompletion or ppNdkListener");
     return RunCreate(
         *adapter, ProviderFunction::NdkCreateListener, adapter->lifetime, completion, context, out,
         [=](NDK_OBJECT_HEADER** header) -> NTSTATUS {
@@ -151,7 +138,7 @@ NTSTATUS CreateSharedEndpoint(NDK_ADAPTER* handle, const PSOCKADDR address, ULON
     cm::Endpoint endpoint;
     if (adapter == nullptr || completion == nullptr || out == nullptr ||
         !NT_SUCCESS(cm::EndpointFromSockaddr(address, length, &endpoint)))
-        return Invalid("NdkCreateSharedEndpoint: NULL argument or not an AF_INET/AF_INET6 SOCKADDR");
+        return InvalidParameter("NdkCreateSharedEndpoint: NULL argument or not an AF_INET/AF_INET6 SOCKADDR");
     if (!AdapterOwnsAddress(*adapter, endpoint, false)) {
         SetLastErrorText("NdkCreateSharedEndpoint: not an address of this adapter (CM-17)");
         return STATUS_INVALID_ADDRESS;

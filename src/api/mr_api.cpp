@@ -6,14 +6,9 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
 NTSTATUS CloseMr(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     MrObject* mr = FromHandle<MrObject>(object);
-    if (mr == nullptr) return Invalid("NdkCloseMr: not an MR");
+    if (mr == nullptr) return InvalidParameter("NdkCloseMr: not an MR");
     return RunClose(*mr->pd->adapter, mr->lifetime, completion, context);
 }
 
@@ -21,8 +16,8 @@ NTSTATUS RegisterMr(NDK_MR* handle, MDL* mdl, SIZE_T length, ULONG flags, NDK_FN
                     PVOID context) {
     MrObject* mr = FromHandle<MrObject>(handle);
     if (mr == nullptr || mdl == nullptr || completion == nullptr)
-        return Invalid("NdkRegisterMr: NULL MR, Mdl or RequestCompletion");
-    if (length == 0) return Invalid("NdkRegisterMr: Length is 0");
+        return InvalidParameter("NdkRegisterMr: NULL MR, Mdl or RequestCompletion");
+    if (length == 0) return InvalidParameter("NdkRegisterMr: Length is 0");
     AdapterObject& adapter = *mr->pd->adapter;
     return RunRequest(adapter, ProviderFunction::NdkRegisterMr, mr->lifetime, completion, context,
                       [mr, mdl, length, flags, &adapter](const Finish&) {
@@ -32,7 +27,8 @@ NTSTATUS RegisterMr(NDK_MR* handle, MDL* mdl, SIZE_T length, ULONG flags, NDK_FN
 
 NTSTATUS DeregisterMr(NDK_MR* handle, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
     MrObject* mr = FromHandle<MrObject>(handle);
-    if (mr == nullptr || completion == nullptr) return Invalid("NdkDeregisterMr: NULL MR or RequestCompletion");
+    if (mr == nullptr || completion == nullptr)
+        return InvalidParameter("NdkDeregisterMr: NULL MR or RequestCompletion");
     return RunRequest(*mr->pd->adapter, ProviderFunction::NdkDeregisterMr, mr->lifetime, completion, context,
                       [mr](const Finish& finish) { return mr->region.Deregister(finish); });
 }
@@ -41,9 +37,9 @@ NTSTATUS InitializeFastRegisterMr(NDK_MR* handle, ULONG page_count, BOOLEAN remo
                                   NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
     MrObject* mr = FromHandle<MrObject>(handle);
     if (mr == nullptr || completion == nullptr)
-        return Invalid("NdkInitializeFastRegisterMr: NULL MR or RequestCompletion");
+        return InvalidParameter("NdkInitializeFastRegisterMr: NULL MR or RequestCompletion");
     if (remote_access != TRUE && remote_access != FALSE)
-        return Invalid("NdkInitializeFastRegisterMr: RemoteAccess is not a BOOLEAN");
+        return InvalidParameter("NdkInitializeFastRegisterMr: RemoteAccess is not a BOOLEAN");
     AdapterObject& adapter = *mr->pd->adapter;
     return RunRequest(adapter, ProviderFunction::NdkInitializeFastRegisterMr, mr->lifetime, completion, context,
                       [mr, page_count, remote_access, &adapter](const Finish&) {

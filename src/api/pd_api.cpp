@@ -8,27 +8,17 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
 // ---- MR lifetime: a registered MR deregisters when closed, and the close waits for the drain ----
 bool MrTeardown(void* object) {
     auto* mr = static_cast<MrObject*>(object);
     NTSTATUS status = mr->region.Shutdown([mr](NTSTATUS) { mr->lifetime.TeardownDone(); });
     return status != STATUS_PENDING;
 }
-void MrDestroy(void* object) {
-    auto* mr = static_cast<MrObject*>(object);
-    mr->magic = 0;
-    delete mr;
-}
-constexpr Lifetime::Ops kMrOps{&MrTeardown, &MrDestroy};
+constexpr Lifetime::Ops kMrOps{&MrTeardown, &DestroyObject<MrObject>};
 
 NTSTATUS ClosePd(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     PdObject* pd = FromHandle<PdObject>(object);
-    if (pd == nullptr) return Invalid("NdkClosePd: not a PD");
+    if (pd == nullptr) return InvalidParameter("NdkClosePd: not a PD");
     return RunClose(*pd->adapter, pd->lifetime, completion, context);
 }
 
@@ -36,8 +26,9 @@ NTSTATUS CreateMr(NDK_PD* handle, BOOLEAN fast_register, NDK_FN_CREATE_COMPLETIO
                   NDK_MR** out) {
     PdObject* pd = FromHandle<PdObject>(handle);
     if (pd == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateMr: NULL PD, CreateCompletion or ppNdkMr");
-    if (fast_register != TRUE && fast_register != FALSE) return Invalid("NdkCreateMr: FastRegister is not a BOOLEAN");
+        return InvalidParameter("NdkCreateMr: NULL PD, CreateCompletion or ppNdkMr");
+    if (fast_register != TRUE && fast_register != FALSE)
+        return InvalidParameter("NdkCreateMr: FastRegister is not a BOOLEAN");
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateMr, pd->lifetime, completion, context, out,
                      [pd, fast_register](NDK_OBJECT_HEADER** header) -> NTSTATUS {
                          auto* mr = new (std::nothrow) MrObject(pd, fast_register == TRUE, kMrOps);

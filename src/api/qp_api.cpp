@@ -9,11 +9,6 @@ namespace {
 
 using engine::ProviderFunction;
 
-NTSTATUS Invalid(const char* why) {
-    SetLastErrorText("%s", why);
-    return STATUS_INVALID_PARAMETER;
-}
-
 // ---- lifetimes ----
 void QpDestroy(void* object) {
     auto* qp = static_cast<QpObject*>(object);
@@ -32,12 +27,7 @@ bool QpTeardown(void* object) {
 }
 constexpr Lifetime::Ops kQpOps{&QpTeardown, &QpDestroy};
 
-void SrqDestroy(void* object) {
-    auto* srq = static_cast<SrqObject*>(object);
-    srq->magic = 0;
-    delete srq;
-}
-constexpr Lifetime::Ops kSrqOps{nullptr, &SrqDestroy};
+constexpr Lifetime::Ops kSrqOps{nullptr, &DestroyObject<SrqObject>};
 
 bool MwTeardown(void* object) {
     auto* mw = static_cast<MwObject*>(object);
@@ -46,17 +36,12 @@ bool MwTeardown(void* object) {
     while (mw->window.state() != mem::MemoryWindow::State::kUnbound) std::this_thread::yield();
     return true;
 }
-void MwDestroy(void* object) {
-    auto* mw = static_cast<MwObject*>(object);
-    mw->magic = 0;
-    delete mw;
-}
-constexpr Lifetime::Ops kMwOps{&MwTeardown, &MwDestroy};
+constexpr Lifetime::Ops kMwOps{&MwTeardown, &DestroyObject<MwObject>};
 
 // ---- QP ----
 NTSTATUS CloseQp(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     QpObject* qp = FromHandle<QpObject>(object);
-    if (qp == nullptr) return Invalid("NdkCloseQp: not a QP");
+    if (qp == nullptr) return InvalidParameter("NdkCloseQp: not a QP");
     return RunClose(*qp->pd->adapter, qp->lifetime, completion, context);
 }
 
@@ -67,19 +52,19 @@ VOID Flush(NDK_QP* handle) {
 
 NTSTATUS Send(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
-    if (qp == nullptr) return Invalid("NdkSend: not a QP");
+    if (qp == nullptr) return InvalidParameter("NdkSend: not a QP");
     return qp->qp.Send(context, sgl, count, flags, false, 0);
 }
 
 NTSTATUS SendAndInvalidate(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, UINT32 token) {
     QpObject* qp = FromHandle<QpObject>(handle);
-    if (qp == nullptr) return Invalid("NdkSendAndInvalidate: not a QP");
+    if (qp == nullptr) return InvalidParameter("NdkSendAndInvalidate: not a QP");
     return qp->qp.Send(context, sgl, count, flags, true, token);
 }
 
 NTSTATUS Receive(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count) {
     QpObject* qp = FromHandle<QpObject>(handle);
-    if (qp == nullptr) return Invalid("NdkReceive: not a QP");
+    if (qp == nullptr) return InvalidParameter("NdkReceive: not a QP");
     if (qp->srq != nullptr) {
         SetLastErrorText("NdkReceive on a QP created with an SRQ: post to the SRQ (QP-02)");
         return STATUS_INVALID_DEVICE_STATE;
@@ -90,14 +75,14 @@ NTSTATUS Receive(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count)
 NTSTATUS Read(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
               ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
-    if (qp == nullptr) return Invalid("NdkRead: not a QP");
+    if (qp == nullptr) return InvalidParameter("NdkRead: not a QP");
     return qp->qp.Read(context, sgl, count, address, token, flags);
 }
 
 NTSTATUS Write(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
                ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
-    if (qp == nullptr) return Invalid("NdkWrite: not a QP");
+    if (qp == nullptr) return InvalidParameter("NdkWrite: not a QP");
     return qp->qp.Write(context, sgl, count, address, token, flags);
 }
 
@@ -106,8 +91,9 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
     QpObject* qp = FromHandle<QpObject>(handle);
     MrObject* mr = FromHandle<MrObject>(mr_handle);
     MwObject* mw = FromHandle<MwObject>(mw_handle);
-    if (qp == nullptr || mr == nullptr || mw == nullptr) return Invalid("NdkBind: NULL or foreign QP, MR or MW");
-    if (mr->pd != qp->pd || mw->pd != qp->pd) return Invalid("NdkBind: the MR or MW belongs to another PD");
+    if (qp == nullptr || mr == nullptr || mw == nullptr)
+        return InvalidParameter("NdkBind: NULL or foreign QP, MR or MW");
+    if (mr->pd != qp->pd || mw->pd != qp->pd) return InvalidParameter("NdkBind: the MR or MW belongs to another PD");
     const uint64_t max_window = qp->pd->adapter->info.MaxWindowSize;
     return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&]() -> NTSTATUS {
         mr->lifetime.AddRef();  // MW-12: a bound window keeps its MR open
@@ -122,8 +108,8 @@ NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG pa
                       const NDK_LOGICAL_ADDRESS* pages, ULONG fbo, SIZE_T length, PVOID base_address, ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
     MrObject* mr = FromHandle<MrObject>(mr_handle);
-    if (qp == nullptr || mr == nullptr) return Invalid("NdkFastRegister: NULL or foreign QP or MR");
-    if (mr->pd != qp->pd) return Invalid("NdkFastRegister: the MR belongs to another PD");
+    if (qp == nullptr || mr == nullptr) return InvalidParameter("NdkFastRegister: NULL or foreign QP or MR");
+    if (mr->pd != qp->pd) return InvalidParameter("NdkFastRegister: the MR belongs to another PD");
     AdapterObject& adapter = *qp->pd->adapter;
     return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&] {
         return mr->region.FastRegister(adapter.logical, pages, page_count, fbo, length,
@@ -135,11 +121,11 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
     constexpr ULONG kAccepted = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER;  // FR-22
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr || object == nullptr || (flags & ~kAccepted) != 0)
-        return Invalid("NdkInvalidate: NULL QP or object, or flags outside SILENT_SUCCESS|READ_FENCE|DEFER");
+        return InvalidParameter("NdkInvalidate: NULL QP or object, or flags outside SILENT_SUCCESS|READ_FENCE|DEFER");
     MrObject* mr = FromHandle<MrObject>(object);
     MwObject* mw = FromHandle<MwObject>(object);
     if ((mr == nullptr && mw == nullptr) || (mr != nullptr && mr->pd != qp->pd) || (mw != nullptr && mw->pd != qp->pd))
-        return Invalid("NdkInvalidate: not an MR or MW of this QP's PD");
+        return InvalidParameter("NdkInvalidate: not an MR or MW of this QP's PD");
     return qp->qp.RunLocalRequest(context, NdkOperationTypeInvalidate, flags,
                                   [&] { return mr != nullptr ? mr->region.Invalidate() : mw->window.Invalidate(); });
 }
@@ -147,28 +133,29 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
 // ---- SRQ ----
 NTSTATUS CloseSrq(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     SrqObject* srq = FromHandle<SrqObject>(object);
-    if (srq == nullptr) return Invalid("NdkCloseSrq: not an SRQ");
+    if (srq == nullptr) return InvalidParameter("NdkCloseSrq: not an SRQ");
     return RunClose(*srq->pd->adapter, srq->lifetime, completion, context);
 }
 
 NTSTATUS ModifySrq(NDK_SRQ* handle, ULONG depth, ULONG threshold, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
     SrqObject* srq = FromHandle<SrqObject>(handle);
-    if (srq == nullptr || completion == nullptr) return Invalid("NdkModifySrq: NULL SRQ or RequestCompletion");
-    if (depth > srq->pd->adapter->info.MaxSrqDepth) return Invalid("NdkModifySrq: SrqDepth above MaxSrqDepth (SRQ-05)");
+    if (srq == nullptr || completion == nullptr) return InvalidParameter("NdkModifySrq: NULL SRQ or RequestCompletion");
+    if (depth > srq->pd->adapter->info.MaxSrqDepth)
+        return InvalidParameter("NdkModifySrq: SrqDepth above MaxSrqDepth (SRQ-05)");
     return RunRequest(*srq->pd->adapter, ProviderFunction::NdkModifySrq, srq->lifetime, completion, context,
                       [srq, depth, threshold](const Finish&) { return srq->queue.Modify(depth, threshold); });
 }
 
 NTSTATUS SrqReceive(NDK_SRQ* handle, PVOID context, const NDK_SGE* sgl, ULONG count) {
     SrqObject* srq = FromHandle<SrqObject>(handle);
-    if (srq == nullptr) return Invalid("NdkSrqReceive: not an SRQ");
+    if (srq == nullptr) return InvalidParameter("NdkSrqReceive: not an SRQ");
     return srq->queue.Post(context, sgl, count);
 }
 
 // ---- MW ----
 NTSTATUS CloseMw(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     MwObject* mw = FromHandle<MwObject>(object);
-    if (mw == nullptr) return Invalid("NdkCloseMw: not an MW");
+    if (mw == nullptr) return InvalidParameter("NdkCloseMw: not an MW");
     return RunClose(*mw->pd->adapter, mw->lifetime, completion, context);
 }
 
@@ -214,14 +201,15 @@ NTSTATUS CreateQp(NDK_PD* handle, NDK_CQ* receive_cq, NDK_CQ* initiator_cq, PVOI
     CqObject* rcq = FromHandle<CqObject>(receive_cq);
     CqObject* icq = FromHandle<CqObject>(initiator_cq);
     if (pd == nullptr || rcq == nullptr || icq == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateQp: NULL PD, CQ, CreateCompletion or ppNdkQp");
+        return InvalidParameter("NdkCreateQp: NULL PD, CQ, CreateCompletion or ppNdkQp");
     const NDK_ADAPTER_INFO& info = pd->adapter->info;
     if (rcq->adapter != pd->adapter || icq->adapter != pd->adapter)
-        return Invalid("NdkCreateQp: CQ of another adapter");
+        return InvalidParameter("NdkCreateQp: CQ of another adapter");
     if (receive_depth == 0 || receive_depth > info.MaxReceiveQueueDepth || initiator_depth == 0 ||
         initiator_depth > info.MaxInitiatorQueueDepth || max_receive_sge > info.MaxReceiveRequestSge ||
         max_initiator_sge > info.MaxInitiatorRequestSge || inline_size > info.MaxInlineDataSize)
-        return Invalid("NdkCreateQp: a depth, SGE count or InlineDataSize is 0 or above the adapter's limit (QP-01)");
+        return InvalidParameter(
+            "NdkCreateQp: a depth, SGE count or InlineDataSize is 0 or above the adapter's limit (QP-01)");
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateQp, pd->lifetime, completion, context, out,
                      [=](NDK_OBJECT_HEADER** header) {
                          return MakeQp(pd, rcq, icq, nullptr, qp_context, receive_depth, max_receive_sge,
@@ -237,12 +225,12 @@ NTSTATUS CreateQpWithSrq(NDK_PD* handle, NDK_CQ* receive_cq, NDK_CQ* initiator_c
     CqObject* icq = FromHandle<CqObject>(initiator_cq);
     SrqObject* srq = FromHandle<SrqObject>(srq_handle);
     if (pd == nullptr || rcq == nullptr || icq == nullptr || srq == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateQpWithSrq: NULL PD, CQ, SRQ, CreateCompletion or ppNdkQp");
+        return InvalidParameter("NdkCreateQpWithSrq: NULL PD, CQ, SRQ, CreateCompletion or ppNdkQp");
     const NDK_ADAPTER_INFO& info = pd->adapter->info;
-    if (srq->pd != pd) return Invalid("NdkCreateQpWithSrq: the SRQ belongs to another PD");
+    if (srq->pd != pd) return InvalidParameter("NdkCreateQpWithSrq: the SRQ belongs to another PD");
     if (initiator_depth == 0 || initiator_depth > info.MaxInitiatorQueueDepth ||
         max_initiator_sge > info.MaxInitiatorRequestSge || inline_size > info.MaxInlineDataSize)
-        return Invalid("NdkCreateQpWithSrq: a limit is 0 or above the adapter's (QP-02)");
+        return InvalidParameter("NdkCreateQpWithSrq: a limit is 0 or above the adapter's (QP-02)");
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateQpWithSrq, pd->lifetime, completion, context, out,
                      [=](NDK_OBJECT_HEADER** header) {
                          return MakeQp(pd, rcq, icq, srq, qp_context, 0, 0, max_initiator_sge, inline_size, header);
@@ -255,14 +243,14 @@ NTSTATUS CreateSrq(NDK_PD* handle, ULONG depth, ULONG max_sge, ULONG threshold, 
     (void)affinity;  // SRQ-04: a hint
     PdObject* pd = FromHandle<PdObject>(handle);
     if (pd == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateSrq: NULL PD, CreateCompletion or ppNdkSrq");
+        return InvalidParameter("NdkCreateSrq: NULL PD, CreateCompletion or ppNdkSrq");
     const NDK_ADAPTER_INFO& info = pd->adapter->info;
     if (info.MaxSrqDepth == 0) {
         SetLastErrorText("NdkCreateSrq: the adapter advertises no SRQ support (SRQ-02)");
         return STATUS_NOT_SUPPORTED;
     }
     if (depth == 0 || depth > info.MaxSrqDepth || max_sge > info.MaxReceiveRequestSge)
-        return Invalid("NdkCreateSrq: SrqDepth or MaxReceiveRequestSge out of range (SRQ-01)");
+        return InvalidParameter("NdkCreateSrq: SrqDepth or MaxReceiveRequestSge out of range (SRQ-01)");
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateSrq, pd->lifetime, completion, context, out,
                      [=](NDK_OBJECT_HEADER** header) -> NTSTATUS {
                          auto* srq = new (std::nothrow) SrqObject(pd, depth, max_sge, kSrqOps);
@@ -287,7 +275,7 @@ NTSTATUS CreateSrq(NDK_PD* handle, ULONG depth, ULONG max_sge, ULONG threshold, 
 NTSTATUS CreateMw(NDK_PD* handle, NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_MW** out) {
     PdObject* pd = FromHandle<PdObject>(handle);
     if (pd == nullptr || completion == nullptr || out == nullptr)
-        return Invalid("NdkCreateMw: NULL PD, CreateCompletion or ppNdkMw");
+        return InvalidParameter("NdkCreateMw: NULL PD, CreateCompletion or ppNdkMw");
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateMw, pd->lifetime, completion, context, out,
                      [pd](NDK_OBJECT_HEADER** header) -> NTSTATUS {
                          auto* mw = new (std::nothrow) MwObject(pd, kMwOps);

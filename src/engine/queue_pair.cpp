@@ -96,21 +96,33 @@ void QueuePair::LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::Access
     transport_->Terminate(RemoteProtection(error));
 }
 
+bool QueuePair::Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE type, const NDK_SGE* sgl, ULONG count,
+                      uint32_t rights, bool inline_data, NTSTATUS* status) {
+    *status = STATUS_SUCCESS;
+    if (guard.state() == State::kError) {  // after a terminate: accepted, completed as flushed
+        Complete(context, type, STATUS_CANCELLED, 0);
+        return false;
+    }
+    if (guard.state() != State::kConnected) {
+        *status = STATUS_CONNECTION_INVALID;  // QP-09
+        return false;
+    }
+    mem::AccessError error = mem::AccessError::kNone;
+    if (!NT_SUCCESS(GatherLocal(sgl, count, rights, inline_data, local_, &error))) {
+        LocalFailure(context, type, error);
+        return false;
+    }
+    return true;
+}
+
 NTSTATUS QueuePair::Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token) {
     uint64_t total = 0;
     NTSTATUS status = CheckShape(sgl, count, params_.max_initiator_sge, flags, kSendFlags, &total);
     if (!NT_SUCCESS(status)) return status;
     PostGuard guard(*this);
-    if (guard.state() == State::kError) {
-        Complete(context, NdkOperationTypeSend, STATUS_CANCELLED, 0);
-        return STATUS_SUCCESS;
-    }
-    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;
-    mem::AccessError error = mem::AccessError::kNone;
-    if (!NT_SUCCESS(GatherLocal(sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE, local_, &error))) {
-        LocalFailure(context, NdkOperationTypeSend, error);
-        return STATUS_SUCCESS;
-    }
+    if (!Admit(guard, context, NdkOperationTypeSend, sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE,
+               &status))
+        return status;
     InboundResult result =
         transport_->Send(local_, (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0, invalidate, token);
     local_.Clear();
@@ -123,16 +135,9 @@ NTSTATUS QueuePair::Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64
     NTSTATUS status = CheckShape(sgl, count, params_.max_initiator_sge, flags, kWriteFlags, &total);
     if (!NT_SUCCESS(status)) return status;
     PostGuard guard(*this);
-    if (guard.state() == State::kError) {
-        Complete(context, NdkOperationTypeWrite, STATUS_CANCELLED, 0);
-        return STATUS_SUCCESS;
-    }
-    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;
-    mem::AccessError error = mem::AccessError::kNone;
-    if (!NT_SUCCESS(GatherLocal(sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE, local_, &error))) {
-        LocalFailure(context, NdkOperationTypeWrite, error);
-        return STATUS_SUCCESS;
-    }
+    if (!Admit(guard, context, NdkOperationTypeWrite, sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE,
+               &status))
+        return status;
     InboundResult result = transport_->Write(token, address, local_);
     local_.Clear();
     Complete(context, NdkOperationTypeWrite, result.status, flags, result.provider_error);
@@ -143,22 +148,15 @@ NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 
     uint64_t total = 0;
     NTSTATUS status = CheckShape(sgl, count, params_.info->MaxReadRequestSge, flags, kReadFlags, &total);
     if (!NT_SUCCESS(status)) return status;
-    PostGuard guard(*this);
-    if (guard.state() == State::kError) {
-        Complete(context, NdkOperationTypeRead, STATUS_CANCELLED, 0);
-        return STATUS_SUCCESS;
-    }
-    if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;
-    if (outbound_read_limit_ == 0) {  // QP-19: no read may be outstanding on this connection
+    if (outbound_read_limit_ == 0 && state() == State::kConnected) {  // QP-19: no read may be outstanding
         SetLastErrorText("NdkRead: the connection's outbound read limit is 0 (CM-03)");
         return STATUS_INSUFFICIENT_RESOURCES;
     }
-    mem::AccessError error = mem::AccessError::kNone;
+    PostGuard guard(*this);
     // A read sink needs local write, and the read-sink right where the adapter requires it (MR-13, FR-20).
-    if (!NT_SUCCESS(GatherLocal(sgl, count, mem::kRightLocalWrite | mem::kRightReadSink, false, local_, &error))) {
-        LocalFailure(context, NdkOperationTypeRead, error);
-        return STATUS_SUCCESS;
-    }
+    if (!Admit(guard, context, NdkOperationTypeRead, sgl, count, mem::kRightLocalWrite | mem::kRightReadSink, false,
+               &status))
+        return status;
     InboundResult result = transport_->Read(token, address, local_);
     local_.Clear();
     Complete(context, NdkOperationTypeRead, result.status, flags, result.provider_error);

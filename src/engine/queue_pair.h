@@ -77,6 +77,10 @@ private:
                          mem::AccessError* error);
     NTSTATUS CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted, uint64_t* total);
     void LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::AccessError error);
+    // The common start of Send, Write and Read: connection state (QP-09), then the local buffers through the
+    // access check. False means the request is finished: `*status` is what the post returns.
+    bool Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE type, const NDK_SGE* sgl, ULONG count,
+               uint32_t rights, bool inline_data, NTSTATUS* status);
 
     Params params_;
     std::atomic<State> state_{State::kIdle};
