@@ -41,7 +41,7 @@ TEST_P(AdapterInfoTest, AI_04_FrmrPageCountAtLeast256) {
     EXPECT_GE(Info().FRMRPageCount, 256u);
 }
 
-TEST_P(AdapterInfoTest, AI_07_QP_22_AdvertisesOnlyFlagsItHonours) {
+TEST_P(AdapterInfoTest, AI_07_QP_22_CM_32_AdvertisesOnlyFlagsItHonours) {
     NDK_ADAPTER_INFO info = Info();
     EXPECT_NE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED, 0u);
     EXPECT_NE(info.AdapterFlags & NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED, 0u);

@@ -82,7 +82,7 @@ TEST_P(PendingCbTest, LIFE_10_CloseWaitsForAPendingRequest) {
     EXPECT_EQ(api::FromHandle<api::AdapterObject>(adapter_)->tokens.LiveSlots(), 1u) << "only the PD's token";
 }
 
-TEST_P(CbTest, LIFE_03_HeadersAreInitialised) {
+TEST_P(CbTest, LIFE_03_18_HeadersAreInitialised) {
     NDK_MR* mr = CreateMr(true);
     EXPECT_EQ(mr->Header.ObjectType, NdkObjectTypeMr);
     EXPECT_EQ(pd_->Header.ObjectType, NdkObjectTypePd);

@@ -357,7 +357,7 @@ TEST_P(CmTest, CM_07_CompleteConnectWithoutAConnectIsConnectionInvalid) {
     Close(&connector->Header);
 }
 
-TEST_P(CmTest, CM_28_AConnectedQpCannotBeConnectedAgain) {
+TEST_P(CmTest, CM_28_QP_23_AConnectedQpCannotBeConnectedAgain) {
     NDK_CONNECTOR* connector = CreateConnector();
     Completion done;
     EXPECT_EQ(StartConnect(connector, qp_a_, ListenerPort(), done), STATUS_INVALID_DEVICE_STATE);

@@ -205,7 +205,7 @@ protected:
 };
 SOFTNDK_ALL_MODES(WindowTest);
 
-TEST_P(WindowTest, MW_03_09_10_TOK_04_BindGivesATokenForTheSubRangeOnly) {
+TEST_P(WindowTest, MW_03_09_10_TOK_04_07_BindGivesATokenForTheSubRangeOnly) {
     EXPECT_EQ(mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_), 0u);
     ASSERT_EQ(Bind(mr_b_, PAGE_SIZE, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     NDK_RESULT_EX bound = Poll(cq_b_);
@@ -287,6 +287,19 @@ TEST_P(WindowTest, MW_08_NotConnectedQpRefusesBind) {
     EXPECT_EQ(lone->Dispatch->NdkBind(lone, nullptr, mr_b_, mw_, buffer_b_->data(), PAGE_SIZE, 0),
               STATUS_CONNECTION_INVALID);
     Close(&lone->Header);
+}
+
+class SmallWindowTest : public WindowTest {
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override { config.Limits.MaxWindowSize = PAGE_SIZE; }
+};
+SOFTNDK_ALL_MODES(SmallWindowTest);
+
+TEST_P(SmallWindowTest, MW_11_WindowsLongerThanMaxWindowSizeAreRefused) {
+    EXPECT_EQ(Info().MaxWindowSize, PAGE_SIZE);
+    EXPECT_EQ(Bind(mr_b_, 0, PAGE_SIZE + 1, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(Pending(cq_b_), 0u);
+    ASSERT_EQ(Bind(mr_b_, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    Poll(cq_b_);
 }
 
 }  // namespace
