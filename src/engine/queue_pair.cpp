@@ -189,7 +189,6 @@ void QueuePair::Flush() {
 }
 
 InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) {
-    std::lock_guard lock(inbound_mutex_);
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
     ReceiveRequest request;
     if (!params_.receive_queue->Pop(&request)) {  // RFC 5041: no buffer for an untagged message
@@ -244,7 +243,6 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
 }
 
 InboundResult QueuePair::OnWrite(uint32_t token, uint64_t address, const PieceList& payload) {
-    std::lock_guard lock(inbound_mutex_);
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
     mem::TokenRef grant;
     mem::AccessError error = mem::CheckAccess(
@@ -262,7 +260,6 @@ InboundResult QueuePair::OnWrite(uint32_t token, uint64_t address, const PieceLi
 }
 
 InboundResult QueuePair::OnRead(uint32_t token, uint64_t address, const PieceList& sink) {
-    std::lock_guard lock(inbound_mutex_);
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
     mem::TokenRef grant;
     mem::AccessError error = mem::CheckAccess(

@@ -88,9 +88,10 @@ private:
     Transport* transport_ = nullptr;
     uint32_t inbound_read_limit_ = 0;
     uint32_t outbound_read_limit_ = 0;
-    PieceList local_;   // scratch for the initiator (posting is serialised per queue, QP-05)
-    PieceList remote_;  // scratch for the inbound side, guarded by inbound_mutex_
-    std::mutex inbound_mutex_;
+    PieceList local_;  // scratch for the initiator (posting is serialised per queue, QP-05)
+    // Scratch for the inbound side. Only the peer's initiator queue enters it, and the consumer serialises that
+    // queue (QP-05), so it needs no lock (QP-06).
+    PieceList remote_;
 };
 
 // Keeps the transport usable for one post; fails if the QP is not connected.
