@@ -115,52 +115,44 @@ bool QueuePair::Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE 
     return true;
 }
 
-NTSTATUS QueuePair::Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token) {
+template <class Deliver>
+NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request, Deliver deliver) {
     uint64_t total = 0;
-    NTSTATUS status = CheckShape(sgl, count, params_.max_initiator_sge, flags, kSendFlags, &total);
+    NTSTATUS status =
+        CheckShape(request.sgl, request.count, request.max_sge, request.flags, request.accepted_flags, &total);
     if (!NT_SUCCESS(status)) return status;
-    PostGuard guard(*this);
-    if (!Admit(guard, context, NdkOperationTypeSend, sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE,
-               &status))
-        return status;
-    InboundResult result =
-        transport_->Send(local_, (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0, invalidate, token);
-    local_.Clear();
-    Complete(context, NdkOperationTypeSend, result.status, flags, result.provider_error);  // TOK-13: type Send
-    return STATUS_SUCCESS;
-}
-
-NTSTATUS QueuePair::Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
-    uint64_t total = 0;
-    NTSTATUS status = CheckShape(sgl, count, params_.max_initiator_sge, flags, kWriteFlags, &total);
-    if (!NT_SUCCESS(status)) return status;
-    PostGuard guard(*this);
-    if (!Admit(guard, context, NdkOperationTypeWrite, sgl, count, mem::kRightLocalRead, flags & NDK_OP_FLAG_INLINE,
-               &status))
-        return status;
-    InboundResult result = transport_->Write(token, address, local_);
-    local_.Clear();
-    Complete(context, NdkOperationTypeWrite, result.status, flags, result.provider_error);
-    return STATUS_SUCCESS;
-}
-
-NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
-    uint64_t total = 0;
-    NTSTATUS status = CheckShape(sgl, count, params_.info->MaxReadRequestSge, flags, kReadFlags, &total);
-    if (!NT_SUCCESS(status)) return status;
-    if (outbound_read_limit_ == 0 && state() == State::kConnected) {  // QP-19: no read may be outstanding
-        SetLastErrorText("NdkRead: the connection's outbound read limit is 0 (CM-03)");
+    if (request.type == NdkOperationTypeRead && outbound_read_limit_ == 0 && state() == State::kConnected) {
+        SetLastErrorText("NdkRead: the connection's outbound read limit is 0 (CM-03, QP-19)");
         return STATUS_INSUFFICIENT_RESOURCES;
     }
     PostGuard guard(*this);
-    // A read sink needs local write, and the read-sink right where the adapter requires it (MR-13, FR-20).
-    if (!Admit(guard, context, NdkOperationTypeRead, sgl, count, mem::kRightLocalWrite | mem::kRightReadSink, false,
-               &status))
+    if (!Admit(guard, request.context, request.type, request.sgl, request.count, request.rights,
+               (request.flags & NDK_OP_FLAG_INLINE) != 0, &status))
         return status;
-    InboundResult result = transport_->Read(token, address, local_);
+    const InboundResult result = deliver();
     local_.Clear();
-    Complete(context, NdkOperationTypeRead, result.status, flags, result.provider_error);
+    Complete(request.context, request.type, result.status, request.flags, result.provider_error);
     return STATUS_SUCCESS;
+}
+
+NTSTATUS QueuePair::Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token) {
+    // TOK-13: a send-and-invalidate completes as a Send on the sender.
+    return RunInitiator(
+        {context, NdkOperationTypeSend, sgl, count, flags, kSendFlags, params_.max_initiator_sge, mem::kRightLocalRead},
+        [&] { return transport_->Send(local_, (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0, invalidate, token); });
+}
+
+NTSTATUS QueuePair::Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
+    return RunInitiator({context, NdkOperationTypeWrite, sgl, count, flags, kWriteFlags, params_.max_initiator_sge,
+                         mem::kRightLocalRead},
+                        [&] { return transport_->Write(token, address, local_); });
+}
+
+NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
+    // A read sink needs local write, and the read-sink right where the adapter requires it (MR-13, FR-20).
+    return RunInitiator({context, NdkOperationTypeRead, sgl, count, flags, kReadFlags, params_.info->MaxReadRequestSge,
+                         mem::kRightLocalWrite | mem::kRightReadSink},
+                        [&] { return transport_->Read(token, address, local_); });
 }
 
 NTSTATUS QueuePair::Receive(PVOID context, const NDK_SGE* sgl, ULONG count) {

@@ -71,6 +71,19 @@ public:
 
 private:
     class PostGuard;
+    struct InitiatorRequest {
+        PVOID context;
+        NDK_OPERATION_TYPE type;
+        const NDK_SGE* sgl;
+        ULONG count;
+        ULONG flags;
+        ULONG accepted_flags;
+        ULONG max_sge;
+        uint32_t rights;  // what the local buffers must grant
+    };
+    // Send, Write and Read: shape checks, admission, delivery through the transport, completion.
+    template <class Deliver>
+    NTSTATUS RunInitiator(const InitiatorRequest& request, Deliver deliver);
     void Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags, uint32_t provider_error = 0);
     // Validates and gathers local SGEs into `out`; on an access error returns it and fills `error`.
     NTSTATUS GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights, bool inline_data, PieceList& out,
