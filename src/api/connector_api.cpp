@@ -420,6 +420,7 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
                           const int me = connector->side;
                           const int peer = 1 - me;
                           Finish peer_finish;
+                          QpObject* peer_qp = nullptr;  // pinned under the lock: the peer may be closing
                           bool done;
                           {
                               std::lock_guard lock(connection->mutex);
@@ -434,6 +435,10 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
                                   peer_finish = std::move(connection->disconnect_finish[peer]);
                                   connection->state[me] = ConnectorState::kDone;
                                   connection->state[peer] = ConnectorState::kDone;
+                                  if (peer_finish && connection->side[peer] != nullptr) {
+                                      peer_qp = connection->side[peer]->qp;
+                                      peer_qp->lifetime.AddRef();
+                                  }
                               } else {
                                   connection->link->PeerDisconnected(me);
                                   IndicateDisconnectLocked(*connection, peer);
@@ -443,11 +448,11 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
                           if (!done) return STATUS_PENDING;
                           ShutDownLink(*connection);
                           connector->qp->qp.Flush();  // CM-25: implicit flush
-                          if (peer_finish) {
-                              ConnectorObject* other = connection->side[peer];
-                              if (other != nullptr && other->qp != nullptr) other->qp->qp.Flush();
-                              peer_finish(STATUS_SUCCESS);
+                          if (peer_qp != nullptr) {
+                              peer_qp->qp.Flush();  // the peer's pending NdkDisconnect completes, flushed too
+                              peer_qp->lifetime.Release();
                           }
+                          if (peer_finish) peer_finish(STATUS_SUCCESS);
                           return STATUS_SUCCESS;
                       });
 }

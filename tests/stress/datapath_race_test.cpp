@@ -138,5 +138,55 @@ TEST_P(DataPathRaceTest, QP_07_CB_20_FlushAndPostsRaceSafely) {
     Pending(cq_b_);
 }
 
+TEST_P(DataPathRaceTest, CM_24_26_DisconnectAndCloseRacingFromBothSides) {
+    for (int round = 0; round < 40; ++round) {
+        NDK_QP* a = CreateQp(cq_a_, cq_a_, nullptr);
+        NDK_QP* b = CreateQp(cq_b_, cq_b_, nullptr);
+        NDK_CONNECTOR* active = CreateConnector();
+        SOCKADDR_IN local{};
+        ULONG length = sizeof(local);
+        ASSERT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
+                  STATUS_SUCCESS);
+        SOCKADDR_IN source = Loopback(0);
+        connect_events_.incoming = nullptr;
+        Completion connected;
+        NTSTATUS returned = active->Dispatch->NdkConnect(
+            active, a, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&local),
+            sizeof(local), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+        ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+        NDK_CONNECTOR* passive = connect_events_.incoming;
+        Completion accepted;
+        NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, b, 1, 1, nullptr, 0, nullptr, nullptr,
+                                                                &Completion::OnRequest, &accepted);
+        ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
+        Completion completed;
+        ASSERT_EQ(completed.Wait(active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest,
+                                                                      &completed)),
+                  STATUS_SUCCESS);
+        ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        // Odd rounds: both disconnect at once; even rounds: one disconnects while the other closes.
+        Completion a_done;
+        std::atomic<NTSTATUS> a_returned{STATUS_UNSUCCESSFUL};
+        std::thread other([&] {
+            if (round % 2 == 1) {
+                Completion b_done;
+                NTSTATUS status = passive->Dispatch->NdkDisconnect(passive, &Completion::OnRequest, &b_done);
+                const NTSTATUS final_status = b_done.Wait(status);
+                EXPECT_TRUE(final_status == STATUS_SUCCESS || final_status == STATUS_CONNECTION_INVALID);
+            }
+            Close(&passive->Header);
+        });
+        a_returned = active->Dispatch->NdkDisconnect(active, &Completion::OnRequest, &a_done);
+        const NTSTATUS a_status = a_done.Wait(a_returned);
+        EXPECT_TRUE(a_status == STATUS_SUCCESS || a_status == STATUS_CONNECTION_INVALID);
+        other.join();
+        Close(&active->Header);
+        Close(&a->Header);
+        Close(&b->Header);
+        Pending(cq_a_);
+        Pending(cq_b_);
+    }
+}
+
 }  // namespace
 }  // namespace softndk::test
