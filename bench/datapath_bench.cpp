@@ -48,32 +48,26 @@ void BM_Memcpy(benchmark::State& state) {
     state.SetBytesProcessed(state.iterations() * kWindow * size);
 }
 
-void BM_RdmaWrite(benchmark::State& state) {
+template <bool kRead>
+void BM_Rdma(benchmark::State& state) {
     ndktools::Pair& pair = ThePair();
+    NDK_QP* qp = pair.client.qp;
+    const auto post = kRead ? qp->Dispatch->NdkRead : qp->Dispatch->NdkWrite;
     NDK_SGE sge = Sge(pair.client, state.range(0));
     const UINT64 remote = reinterpret_cast<UINT64>(pair.server.buffer);
     for (auto _ : state) {
         for (int i = 0; i < kWindow - 1; ++i)
-            pair.client.qp->Dispatch->NdkWrite(pair.client.qp, nullptr, &sge, 1, remote, pair.server.remote_token,
-                                               NDK_OP_FLAG_SILENT_SUCCESS);
-        pair.client.qp->Dispatch->NdkWrite(pair.client.qp, nullptr, &sge, 1, remote, pair.server.remote_token, 0);
+            post(qp, nullptr, &sge, 1, remote, pair.server.remote_token, NDK_OP_FLAG_SILENT_SUCCESS);
+        post(qp, nullptr, &sge, 1, remote, pair.server.remote_token, 0);
         ndktools::Pair::Poll(pair.client);
     }
     state.SetBytesProcessed(state.iterations() * kWindow * state.range(0));
 }
-
+void BM_RdmaWrite(benchmark::State& state) {
+    BM_Rdma<false>(state);
+}
 void BM_RdmaRead(benchmark::State& state) {
-    ndktools::Pair& pair = ThePair();
-    NDK_SGE sge = Sge(pair.client, state.range(0));
-    const UINT64 remote = reinterpret_cast<UINT64>(pair.server.buffer);
-    for (auto _ : state) {
-        for (int i = 0; i < kWindow - 1; ++i)
-            pair.client.qp->Dispatch->NdkRead(pair.client.qp, nullptr, &sge, 1, remote, pair.server.remote_token,
-                                              NDK_OP_FLAG_SILENT_SUCCESS);
-        pair.client.qp->Dispatch->NdkRead(pair.client.qp, nullptr, &sge, 1, remote, pair.server.remote_token, 0);
-        ndktools::Pair::Poll(pair.client);
-    }
-    state.SetBytesProcessed(state.iterations() * kWindow * state.range(0));
+    BM_Rdma<true>(state);
 }
 
 void BM_Write64MessageRate(benchmark::State& state) {

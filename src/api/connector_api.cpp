@@ -64,11 +64,9 @@ bool ConnectorTeardown(void* object) {
             if (connection->link) connection->link->PeerDisconnected(me);
         }
         connection->state[me] = ConnectorState::kDone;
-        if (connection->state[peer] != ConnectorState::kDone) {
-            if (connection->state[peer] == ConnectorState::kConnected ||
-                connection->state[peer] == ConnectorState::kDisconnecting)
-                connection->state[peer] = ConnectorState::kDone;
-        }
+        if (connection->state[peer] == ConnectorState::kConnected ||
+            connection->state[peer] == ConnectorState::kDisconnecting)
+            connection->state[peer] = ConnectorState::kDone;  // CM-28: the connection is over for both
         connection->side[me] = nullptr;
     }
     if (connection) {

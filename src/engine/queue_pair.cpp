@@ -45,8 +45,7 @@ void QueuePair::Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status
     if (!params_.initiator_cq->Push(result, false)) EnterError();
 }
 
-NTSTATUS QueuePair::CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted,
-                               uint64_t* total) {
+NTSTATUS QueuePair::CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted) {
     if ((flags & ~accepted) != 0) {
         SetLastErrorText("flags 0x%x are not accepted by this request (QP-14, AMB-37)", flags & ~accepted);
         return STATUS_INVALID_PARAMETER;
@@ -63,7 +62,6 @@ NTSTATUS QueuePair::CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, U
                          static_cast<unsigned long long>(sum));
         return STATUS_INVALID_PARAMETER;
     }
-    *total = sum;
     return STATUS_SUCCESS;
 }
 
@@ -117,9 +115,7 @@ bool QueuePair::Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE 
 
 template <class Deliver>
 NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request, Deliver deliver) {
-    uint64_t total = 0;
-    NTSTATUS status =
-        CheckShape(request.sgl, request.count, request.max_sge, request.flags, request.accepted_flags, &total);
+    NTSTATUS status = CheckShape(request.sgl, request.count, request.max_sge, request.flags, request.accepted_flags);
     if (!NT_SUCCESS(status)) return status;
     if (request.type == NdkOperationTypeRead && outbound_read_limit_ == 0 && state() == State::kConnected) {
         SetLastErrorText("NdkRead: the connection's outbound read limit is 0 (CM-03, QP-19)");
@@ -155,14 +151,18 @@ NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 
                         [&] { return transport_->Read(token, address, local_); });
 }
 
+void QueuePair::CancelReceive(PVOID context) {
+    NDK_RESULT_EX result{};
+    result.Status = STATUS_CANCELLED;
+    result.QPContext = params_.context;
+    result.RequestContext = context;
+    result.Type = NdkOperationTypeReceive;
+    params_.receive_cq->Push(result, false);
+}
+
 NTSTATUS QueuePair::Receive(PVOID context, const NDK_SGE* sgl, ULONG count) {
     if (state() == State::kError) {  // the QP is in error: the receive is flushed at once
-        NDK_RESULT_EX result{};
-        result.Status = STATUS_CANCELLED;
-        result.QPContext = params_.context;
-        result.RequestContext = context;
-        result.Type = NdkOperationTypeReceive;
-        params_.receive_cq->Push(result, false);
+        CancelReceive(context);
         return STATUS_SUCCESS;
     }
     return params_.receive_queue->Post(context, sgl, count);  // AMB-29: allowed before connecting
@@ -170,14 +170,7 @@ NTSTATUS QueuePair::Receive(PVOID context, const NDK_SGE* sgl, ULONG count) {
 
 void QueuePair::Flush() {
     if (params_.shared_receive_queue) return;  // an SRQ's receives belong to the SRQ, not to this QP
-    for (PVOID context : params_.receive_queue->Drain()) {
-        NDK_RESULT_EX result{};
-        result.Status = STATUS_CANCELLED;
-        result.QPContext = params_.context;
-        result.RequestContext = context;
-        result.Type = NdkOperationTypeReceive;
-        params_.receive_cq->Push(result, false);
-    }
+    for (PVOID context : params_.receive_queue->Drain()) CancelReceive(context);
 }
 
 InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) {
@@ -234,38 +227,34 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
     return verdict;
 }
 
-InboundResult QueuePair::OnWrite(uint32_t token, uint64_t address, const PieceList& payload) {
+// Tagged access by the peer (RDMAP Write or Read Response source): the one access check on (token, address),
+// then a copy into the granted range (write) or out of it (read). A refusal terminates the connection.
+InboundResult QueuePair::TaggedAccess(uint32_t token, uint64_t address, const PieceList& local, uint32_t right,
+                                      bool into_target) {
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
     mem::TokenRef grant;
-    mem::AccessError error = mem::CheckAccess(
-        *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, payload.total(), mem::kRightRemoteWrite},
-        &grant);
-    if (error != mem::AccessError::kNone) {
+    const mem::AccessError error = mem::CheckAccess(
+        *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, local.total(), right}, &grant);
+    if (error != mem::AccessError::kNone) {  // QP-16: beyond the region is STATUS_REMOTE_RESOURCES
         transport_->Terminate(RemoteProtection(error));
         return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
     }
     remote_.Clear();
-    remote_.AddRange(std::move(grant), address, payload.total());
-    CopyPieces(payload, remote_);
+    remote_.AddRange(std::move(grant), address, local.total());
+    if (into_target)
+        CopyPieces(local, remote_);
+    else
+        CopyPieces(remote_, local);
     remote_.Clear();
     return {};
 }
 
+InboundResult QueuePair::OnWrite(uint32_t token, uint64_t address, const PieceList& payload) {
+    return TaggedAccess(token, address, payload, mem::kRightRemoteWrite, true);
+}
+
 InboundResult QueuePair::OnRead(uint32_t token, uint64_t address, const PieceList& sink) {
-    if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
-    mem::TokenRef grant;
-    mem::AccessError error = mem::CheckAccess(
-        *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, sink.total(), mem::kRightRemoteRead},
-        &grant);
-    if (error != mem::AccessError::kNone) {  // QP-16: a read beyond the region is STATUS_REMOTE_RESOURCES
-        transport_->Terminate(RemoteProtection(error));
-        return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
-    }
-    remote_.Clear();
-    remote_.AddRange(std::move(grant), address, sink.total());
-    CopyPieces(remote_, sink);
-    remote_.Clear();
-    return {};
+    return TaggedAccess(token, address, sink, mem::kRightRemoteRead, false);
 }
 
 void QueuePair::Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit) {

@@ -88,7 +88,10 @@ private:
     // Validates and gathers local SGEs into `out`; on an access error returns it and fills `error`.
     NTSTATUS GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights, bool inline_data, PieceList& out,
                          mem::AccessError* error);
-    NTSTATUS CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted, uint64_t* total);
+    NTSTATUS CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted);
+    InboundResult TaggedAccess(uint32_t token, uint64_t address, const PieceList& local, uint32_t right,
+                               bool into_target);
+    void CancelReceive(PVOID context);
     void LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::AccessError error);
     // The common start of Send, Write and Read: connection state (QP-09), then the local buffers through the
     // access check. False means the request is finished: `*status` is what the post returns.

@@ -6,10 +6,11 @@ namespace softndk::engine {
 
 ReceiveQueue::ReceiveQueue(uint32_t depth, uint32_t max_sge)
     : depth_(depth),
-      max_sge_(max_sge ? max_sge : 1),
+      max_sge_(max_sge),
+      stride_(max_sge ? max_sge : 1),
       contexts_(depth),
       counts_(depth),
-      sges_(static_cast<size_t>(depth) * max_sge_) {}
+      sges_(static_cast<size_t>(depth) * stride_) {}
 
 NTSTATUS ReceiveQueue::Post(PVOID context, const NDK_SGE* sgl, uint32_t count) {
     if (count > max_sge_ || (count > 0 && sgl == nullptr)) return STATUS_INVALID_PARAMETER;
@@ -18,7 +19,7 @@ NTSTATUS ReceiveQueue::Post(PVOID context, const NDK_SGE* sgl, uint32_t count) {
     const uint32_t slot = (head_ + count_) % depth_;
     contexts_[slot] = context;
     counts_[slot] = count;
-    std::copy(sgl, sgl + count, sges_.begin() + static_cast<size_t>(slot) * max_sge_);
+    std::copy(sgl, sgl + count, sges_.begin() + static_cast<size_t>(slot) * stride_);
     ++count_;
     return STATUS_SUCCESS;
 }
@@ -28,7 +29,7 @@ bool ReceiveQueue::Pop(ReceiveRequest* request) {
     if (count_ == 0) return false;
     request->context = contexts_[head_];
     request->sge_count = counts_[head_];
-    request->sges = &sges_[static_cast<size_t>(head_) * max_sge_];
+    request->sges = &sges_[static_cast<size_t>(head_) * stride_];
     head_ = (head_ + 1) % depth_;
     --count_;
     CheckThresholdLocked(lock);
@@ -61,13 +62,13 @@ NTSTATUS ReceiveQueue::Modify(uint32_t depth, uint32_t threshold) {
         if (depth < count_) return STATUS_INVALID_PARAMETER;
         std::vector<PVOID> contexts(depth);
         std::vector<uint32_t> counts(depth);
-        std::vector<NDK_SGE> sges(static_cast<size_t>(depth) * max_sge_);
+        std::vector<NDK_SGE> sges(static_cast<size_t>(depth) * stride_);
         for (uint32_t i = 0; i < count_; ++i) {
             const uint32_t from = (head_ + i) % depth_;
             contexts[i] = contexts_[from];
             counts[i] = counts_[from];
-            std::copy_n(sges_.begin() + static_cast<size_t>(from) * max_sge_, max_sge_,
-                        sges.begin() + static_cast<size_t>(i) * max_sge_);
+            std::copy_n(sges_.begin() + static_cast<size_t>(from) * stride_, stride_,
+                        sges.begin() + static_cast<size_t>(i) * stride_);
         }
         contexts_ = std::move(contexts);
         counts_ = std::move(counts);

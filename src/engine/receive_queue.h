@@ -34,14 +34,14 @@ public:
     NTSTATUS Modify(uint32_t depth, uint32_t threshold);
     void SetThresholdNotifier(uint32_t threshold, ThresholdNotifier notifier);
     uint32_t size() const;
-    uint32_t max_sge() const { return max_sge_; }
 
 private:
     void CheckThresholdLocked(std::unique_lock<std::mutex>& lock);
 
     mutable std::mutex mutex_;
     uint32_t depth_;
-    const uint32_t max_sge_;
+    const uint32_t max_sge_;  // the limit the queue was created with (may be 0: SGE-less receives only)
+    const uint32_t stride_;   // storage per slot, at least 1
     std::vector<PVOID> contexts_;
     std::vector<uint32_t> counts_;
     std::vector<NDK_SGE> sges_;

@@ -17,13 +17,6 @@ protected:
                                                reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 2, 2,
                                                const_cast<void*>(data), length, &Completion::OnRequest, &done);
     }
-    uint16_t ListenerPort() {
-        SOCKADDR_IN local{};
-        ULONG length = sizeof(local);
-        EXPECT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
-                  STATUS_SUCCESS);
-        return ntohs(local.sin_port);
-    }
 };
 SOFTNDK_ALL_MODES(CmTest);
 

@@ -275,28 +275,10 @@ TEST_P(SrqTest, SRQ_03_06_09_QpWithSrqReceivesAndTheThresholdNotifies) {
     Completion modified;
     ASSERT_EQ(modified.Wait(srq->Dispatch->NdkModifySrq(srq, 0, 3, &Completion::OnRequest, &modified)), STATUS_SUCCESS);
     EXPECT_EQ(events.count, 1) << "3 queued is not below 3";
-    // A connected pair over the SRQ QP: reuse the fixture's listener.
-    uint16_t port = 0;
-    ConnectEvents connects;
-    NDK_LISTENER* listener = Listen(&connects, 0, &port);
-    NDK_CONNECTOR* active = CreateConnector();
+    // A connected pair over the SRQ QP, through the fixture's listener.
     NDK_QP* sender = CreateQp(cq_a_, cq_a_, nullptr);
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(port);
-    Completion connected;
-    NTSTATUS returned = active->Dispatch->NdkConnect(
-        active, sender, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
-        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
-    ASSERT_TRUE(WaitFor([&] { return connects.incoming.load() != nullptr; }));
-    NDK_CONNECTOR* passive = connects.incoming;
-    Completion accepted;
-    NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, qp, 1, 1, nullptr, 0, nullptr, nullptr,
-                                                            &Completion::OnRequest, &accepted);
-    ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
-    Completion completed;
-    ASSERT_EQ(completed.Wait(
-                  active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest, &completed)),
-              STATUS_SUCCESS);
-    ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    const Connectors connectors = ConnectQps(sender, qp, 1);
+    ASSERT_NE(connectors.passive, nullptr);
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
     ASSERT_EQ(sender->Dispatch->NdkSend(sender, nullptr, &sge, 1, 0), STATUS_SUCCESS);
     EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS);
@@ -306,7 +288,7 @@ TEST_P(SrqTest, SRQ_03_06_09_QpWithSrqReceivesAndTheThresholdNotifies) {
     usleep(20000);
     EXPECT_EQ(events.count, 2) << "disarmed until the next modify";
     for (NDK_OBJECT_HEADER* object :
-         {&active->Header, &passive->Header, &listener->Header, &sender->Header, &qp->Header, &srq->Header})
+         {&connectors.active->Header, &connectors.passive->Header, &sender->Header, &qp->Header, &srq->Header})
         Close(object);
     Pending(cq_a_);
     Pending(cq_b_);

@@ -136,6 +136,22 @@ TEST_P(QpTest, QP_17_18_SgeCountAndTransferLimits) {
               STATUS_INVALID_PARAMETER);
 }
 
+TEST_P(QpTest, QP_01_ReceivesHonourTheQpsMaxReceiveRequestSge) {
+    NDK_SGE sges[5];
+    for (NDK_SGE& sge : sges) sge = Sge(mr_b_, buffer_b_->data(), 8);
+    EXPECT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, sges, 5), STATUS_INVALID_PARAMETER) << "made with 4";
+    Completion done;
+    NDK_QP* none = nullptr;
+    ASSERT_EQ(done.Wait(pd_->Dispatch->NdkCreateQp(pd_, cq_b_, cq_b_, nullptr, 4, 4, 0, 1, 0, &Completion::OnCreate,
+                                                   &done, &none)),
+              STATUS_SUCCESS);
+    if (none == nullptr) none = reinterpret_cast<NDK_QP*>(done.object());
+    EXPECT_EQ(none->Dispatch->NdkReceive(none, nullptr, sges, 1), STATUS_INVALID_PARAMETER) << "made with 0";
+    EXPECT_EQ(none->Dispatch->NdkReceive(none, nullptr, nullptr, 0), STATUS_SUCCESS) << "an SGE-less receive";
+    Close(&none->Header);
+    Pending(cq_b_);
+}
+
 TEST_P(QpTest, QP_21_CQ_22_FlushCancelsQueuedReceives) {
     PostReceive(16, reinterpret_cast<PVOID>(1));
     PostReceive(16, reinterpret_cast<PVOID>(2));

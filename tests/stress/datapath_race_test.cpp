@@ -142,28 +142,10 @@ TEST_P(DataPathRaceTest, CM_24_26_DisconnectAndCloseRacingFromBothSides) {
     for (int round = 0; round < 40; ++round) {
         NDK_QP* a = CreateQp(cq_a_, cq_a_, nullptr);
         NDK_QP* b = CreateQp(cq_b_, cq_b_, nullptr);
-        NDK_CONNECTOR* active = CreateConnector();
-        SOCKADDR_IN local{};
-        ULONG length = sizeof(local);
-        ASSERT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
-                  STATUS_SUCCESS);
-        SOCKADDR_IN source = Loopback(0);
-        connect_events_.incoming = nullptr;
-        Completion connected;
-        NTSTATUS returned = active->Dispatch->NdkConnect(
-            active, a, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&local),
-            sizeof(local), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
-        ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
-        NDK_CONNECTOR* passive = connect_events_.incoming;
-        Completion accepted;
-        NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, b, 1, 1, nullptr, 0, nullptr, nullptr,
-                                                                &Completion::OnRequest, &accepted);
-        ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
-        Completion completed;
-        ASSERT_EQ(completed.Wait(active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest,
-                                                                      &completed)),
-                  STATUS_SUCCESS);
-        ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        const Connectors connectors = ConnectQps(a, b, 1);
+        NDK_CONNECTOR* active = connectors.active;
+        NDK_CONNECTOR* passive = connectors.passive;
+        ASSERT_NE(passive, nullptr);
         // Odd rounds: both disconnect at once; even rounds: one disconnects while the other closes.
         Completion a_done;
         std::atomic<NTSTATUS> a_returned{STATUS_UNSUCCESSFUL};

@@ -136,31 +136,57 @@ protected:
         return listener;
     }
 
-    // Listener on an ephemeral port, connector A -> accept on B, complete connect.
+    uint16_t ListenerPort() {
+        SOCKADDR_IN local{};
+        ULONG length = sizeof(local);
+        EXPECT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
+                  STATUS_SUCCESS);
+        return ntohs(local.sin_port);
+    }
+
+    struct Connectors {
+        NDK_CONNECTOR* active = nullptr;
+        NDK_CONNECTOR* passive = nullptr;
+    };
+    // The whole handshake through the fixture's listener: connect `active_qp`, accept on `passive_qp`, complete.
+    Connectors ConnectQps(NDK_QP* active_qp, NDK_QP* passive_qp, ULONG read_limit = 8,
+                          DisconnectEvents* active_events = nullptr, DisconnectEvents* passive_events = nullptr) {
+        Connectors out;
+        out.active = CreateConnector();
+        SOCKADDR_IN source = Loopback(0);
+        SOCKADDR_IN destination = Loopback(ListenerPort());
+        connect_events_.incoming = nullptr;
+        Completion connected;
+        NTSTATUS connect_returned = out.active->Dispatch->NdkConnect(
+            out.active, active_qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+            reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), read_limit, read_limit, nullptr, 0,
+            &Completion::OnRequest, &connected);
+        EXPECT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+        out.passive = connect_events_.incoming.load();
+        if (out.passive == nullptr) return out;
+        Completion accepted;
+        NTSTATUS accept_returned =
+            out.passive->Dispatch->NdkAccept(out.passive, passive_qp, read_limit, read_limit, nullptr, 0,
+                                             passive_events ? &DisconnectEvents::OnDisconnect : nullptr, passive_events,
+                                             &Completion::OnRequest, &accepted);
+        EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
+        Completion completed;
+        EXPECT_EQ(completed.Wait(out.active->Dispatch->NdkCompleteConnect(
+                      out.active, active_events ? &DisconnectEvents::OnDisconnect : nullptr, active_events,
+                      &Completion::OnRequest, &completed)),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        return out;
+    }
+
+    // Listener on an ephemeral port, then A -> B through it.
     void ConnectPair() {
         uint16_t port = 0;
         listener_ = Listen(&connect_events_, 0, &port);
-        connector_a_ = CreateConnector();
-        SOCKADDR_IN source = Loopback(0);
-        SOCKADDR_IN destination = Loopback(port);
-        Completion connected;
-        NTSTATUS connect_returned = connector_a_->Dispatch->NdkConnect(
-            connector_a_, qp_a_, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
-            reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 8, 8, nullptr, 0, &Completion::OnRequest,
-            &connected);
-        ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
-        connector_b_ = connect_events_.incoming.load();
-        Completion accepted;
-        NTSTATUS accept_returned =
-            connector_b_->Dispatch->NdkAccept(connector_b_, qp_b_, 8, 8, nullptr, 0, &DisconnectEvents::OnDisconnect,
-                                              &disconnects_b_, &Completion::OnRequest, &accepted);
-        ASSERT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
-        Completion completed;
-        ASSERT_EQ(
-            completed.Wait(connector_a_->Dispatch->NdkCompleteConnect(
-                connector_a_, &DisconnectEvents::OnDisconnect, &disconnects_a_, &Completion::OnRequest, &completed)),
-            STATUS_SUCCESS);
-        ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        Connectors connectors = ConnectQps(qp_a_, qp_b_, 8, &disconnects_a_, &disconnects_b_);
+        connector_a_ = connectors.active;
+        connector_b_ = connectors.passive;
+        ASSERT_NE(connector_b_, nullptr);
     }
 
     NDK_SGE Sge(NDK_MR* mr, uint8_t* address, ULONG length) {
