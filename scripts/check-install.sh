@@ -19,4 +19,7 @@ LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
 cmake -S tests/install -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$work/cmake/find_package_consumer"
-echo "install check: pkg-config and find_package consumers built and ran"
+# The installed tools run from a non-system prefix with no LD_LIBRARY_PATH (relative run path).
+env -u LD_LIBRARY_PATH "$prefix/bin/ndkinfo" >/dev/null
+env -u LD_LIBRARY_PATH "$prefix/bin/ndkping" -c 1 >/dev/null
+echo "install check: pkg-config and find_package consumers built and ran; installed tools run from $prefix"

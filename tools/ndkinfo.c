@@ -1,5 +1,7 @@
 /* ndkinfo: the adapter's NDK_ADAPTER_INFO, printed the way ibv_devinfo prints a device. */
 #include <arpa/inet.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "ndk_wait.h"
 
@@ -18,13 +20,20 @@ int main(int argc, char** argv) {
     ULONG size = sizeof(info);
     ndk_check(adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size), "NdkQueryAdapterInfo");
 
-    static const char* technologies[] = {"undefined", "iWARP", "InfiniBand", "RoCE", "RoCEv2"};
+    static const char* technologies[] = {"undefined (in-process link only)", "iWARP", "InfiniBand", "RoCE", "RoCEv2"};
     printf("hca_id:\tsoftndk0\n");
     printf("\t%-28s%s (%d)\n", "transport:", technologies[info.RdmaTechnology], (int)info.RdmaTechnology);
     printf("\t%-28s%u.%u\n", "ndk_version:", info.Version.Major, info.Version.Minor);
     printf("\t%-28s0x%06x\n", "vendor_id:", info.VendorId);
     printf("\t%-28s0x%04x\n", "device_id:", info.DeviceId);
     print_size("max_registration_size:", info.MaxRegistrationSize);
+    const unsigned long long physical = (unsigned long long)sysconf(_SC_PHYS_PAGES) * PAGE_SIZE;
+    if (info.MaxRegistrationSize < physical) {
+        struct rlimit memlock;
+        getrlimit(RLIMIT_MEMLOCK, &memlock);
+        printf("\t%-28sRLIMIT_MEMLOCK %llu bytes (raise with ulimit -l, or run with CAP_IPC_LOCK)\n",
+               "registration_limited_by:", (unsigned long long)memlock.rlim_cur);
+    }
     print_size("max_window_size:", info.MaxWindowSize);
     printf("\t%-28s%u\n", "frmr_page_count:", info.FRMRPageCount);
     printf("\t%-28s%u\n", "max_initiator_sge:", info.MaxInitiatorRequestSge);

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 1
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 2
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -43,9 +43,12 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     NDK_ADAPTER_INFO Limits; /* what NdkQueryAdapterInfo advertises and the adapter enforces */
     ULONG LocalAddressCount;
     SOCKADDR_INET LocalAddresses[SOFTNDK_MAX_LOCAL_ADDRESSES];
+    /* Version 2. NdkAccept(Ex) waits this long for the peer's NdkCompleteConnect(Ex), then completes with
+     * STATUS_IO_TIMEOUT (CM-08); 0 = wait for ever. Default 30000. */
+    ULONG AcceptTimeoutMs;
 } SOFTNDK_ADAPTER_CONFIG;
 
-/* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1. */
+/* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */
 SOFTNDK_API VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config);
 /* Config NULL = defaults. Fails with NDIS_STATUS_BAD_VERSION (AI-08), STATUS_INVALID_PARAMETER for a bad
  * config, STATUS_NOT_SUPPORTED for an adapter flag the provider cannot honour. */

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -46,7 +47,8 @@ NDK_ADAPTER_INFO DefaultAdapterInfo() {
     info.DeviceId = 0x5D4B;
     info.MaxRegistrationSize = LockableBytes();
     info.MaxWindowSize = info.MaxRegistrationSize;
-    info.FRMRPageCount = 256;
+    // FR-23: at least 16; up to 256 as far as the lockable memory could back them.
+    info.FRMRPageCount = static_cast<ULONG>(std::clamp<uint64_t>(info.MaxRegistrationSize / PAGE_SIZE, 16, 256));
     info.MaxInitiatorRequestSge = 32;
     info.MaxReceiveRequestSge = 32;
     info.MaxReadRequestSge = 32;
@@ -62,7 +64,8 @@ NDK_ADAPTER_INFO DefaultAdapterInfo() {
     info.MaxCallerData = 196;  // fits MPA v2 private data with room for the RDMAP/IRD-ORD header
     info.MaxCalleeData = 196;
     info.AdapterFlags = kHonouredAdapterFlags;
-    info.RdmaTechnology = NdkiWarp;
+    // What is true today: peers meet in-process, no wire is spoken yet (the iWARP transport sets NdkiWarp).
+    info.RdmaTechnology = NdkUndefined;
     return info;
 }
 
@@ -97,8 +100,11 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
         return InvalidParameter("Limits.MaxRegistrationSize must be PAGE_SIZE … what the machine can lock");
     if (want.MaxWindowSize == 0 || want.MaxWindowSize > want.MaxRegistrationSize)
         return InvalidParameter("Limits.MaxWindowSize must be 1 … MaxRegistrationSize");
-    if (want.FRMRPageCount < 16 || want.FRMRPageCount > want.MaxRegistrationSize / PAGE_SIZE)
-        return InvalidParameter("Limits.FRMRPageCount must be 16 (FR-23) … MaxRegistrationSize / PAGE_SIZE");
+    if (want.FRMRPageCount < 16 || want.FRMRPageCount > honest.FRMRPageCount) {
+        SetLastErrorText("SoftNdkOpenAdapter: Limits.FRMRPageCount = %u; allowed 16 (FR-23) … %u", want.FRMRPageCount,
+                         honest.FRMRPageCount);
+        return STATUS_INVALID_PARAMETER;
+    }
     struct Field {
         ULONG want;
         ULONG honest;
@@ -143,6 +149,7 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->Version = SOFTNDK_ADAPTER_CONFIG_VERSION;
     Config->RequestedVersion = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};
     Config->CompletionMode = SOFTNDK_COMPLETION_INLINE;
+    Config->AcceptTimeoutMs = 30000;
     Config->Limits = softndk::api::DefaultAdapterInfo();
     Config->LocalAddressCount = 2;
     SOCKADDR_IN& v4 = Config->LocalAddresses[0].Ipv4;

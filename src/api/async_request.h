@@ -20,18 +20,22 @@ inline NTSTATUS InvalidParameter(const char* why) {
 }
 
 // `work(finish)` does the request and returns its status; it may return STATUS_PENDING itself, and then
-// must call `finish(status)` exactly once later. `object` is kept alive until the request completes.
-template <class Work>
+// must call `finish(status)` exactly once later. `object` is kept alive until the request completes. `undo()`
+// runs exactly once if the request fails, inline or asynchronously (injected failures included), before the
+// completion: it gives back what the caller took for the request, so the consumer may try again.
+template <class Work, class Undo>
 NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, Lifetime& object,
-                    NDK_FN_REQUEST_COMPLETION completion, PVOID context, Work work) {
+                    NDK_FN_REQUEST_COMPLETION completion, PVOID context, Work work, Undo undo) {
     const engine::FaultDecision fault = adapter.faults.Check(function);
     if (fault.kind == engine::FaultDecision::Kind::kFailInline) {
         SetLastErrorText("injected failure 0x%08X", static_cast<unsigned>(fault.status));
+        undo();
         return fault.status;
     }
     object.AddRef();
     Lifetime* held = &object;
-    Finish finish = [completion, context, held](NTSTATUS status) {
+    Finish finish = [completion, context, held, undo](NTSTATUS status) mutable {
+        if (!NT_SUCCESS(status)) undo();
         completion(context, status);
         held->Release();
     };
@@ -41,7 +45,10 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
     }
     if (!adapter.executor->ShouldPend()) {
         NTSTATUS status = work(finish);
-        if (status != STATUS_PENDING) held->Release();  // completed inline: no callback (CB-01)
+        if (status != STATUS_PENDING) {
+            if (!NT_SUCCESS(status)) undo();
+            held->Release();  // completed inline: no callback (CB-01)
+        }
         return status;
     }
     adapter.executor->Post([work = std::move(work), finish]() mutable {
@@ -49,6 +56,12 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
         if (status != STATUS_PENDING) finish(status);
     });
     return STATUS_PENDING;
+}
+
+template <class Work>
+NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, Lifetime& object,
+                    NDK_FN_REQUEST_COMPLETION completion, PVOID context, Work work) {
+    return RunRequest(adapter, function, object, completion, context, std::move(work), [] {});
 }
 
 // `make(&header)` creates the object. Inline success stores it through `out`; after STATUS_PENDING the

@@ -43,7 +43,7 @@ struct Connection {
     Finish accept_finish;
     Finish disconnect_finish[2];
     std::unique_ptr<transport::InProcessLink> link;
-    bool shut_down = false;
+    bool tuple_held = false;  // the active side's 4-tuple is registered with the fabric
 };
 
 struct ConnectorObject {
@@ -55,8 +55,9 @@ struct ConnectorObject {
     AdapterObject* adapter;
     std::shared_ptr<Connection> connection;
     int side = 0;
-    QpObject* qp = nullptr;  // held while associated (LIFE-12)
-    cm::Endpoint endpoint;   // the endpoint reference this connector holds (CM-18 … CM-21)
+    bool attempt_failed = false;  // the last NdkConnect failed: the connector may try again
+    QpObject* qp = nullptr;       // held while associated (LIFE-12)
+    cm::Endpoint endpoint;        // the endpoint reference this connector holds (CM-18 … CM-21)
     bool holds_endpoint = false;
     ListenerObject* listener = nullptr;      // passive side: held (CM-22)
     SharedEndpointObject* shared = nullptr;  // held (CM-21/22)

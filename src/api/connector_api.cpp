@@ -1,7 +1,9 @@
 // NDK_CONNECTOR_DISPATCH (CM-01 … CM-30) over the in-process fabric. Rule: the link is never shut down while
 // a connection's mutex is held, because a terminate (from a poster's thread) takes that mutex.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <new>
 
 #include "api/cm_objects.h"
@@ -27,23 +29,33 @@ void IndicateDisconnectLocked(Connection& connection, int side) {
     });
 }
 
-// Shuts the link down once, outside the connection mutex.
-void ShutDownLink(Connection& connection) {
-    {
-        std::lock_guard lock(connection.mutex);
-        if (connection.shut_down || !connection.link) return;
-        connection.shut_down = true;
-    }
-    connection.link->Shutdown();
+// Stops the link's posts, outside the connection mutex (a terminate takes it). True when no post is running;
+// otherwise `on_idle` runs on the provider thread once the last one has left (CB-12: nothing here waits).
+bool ShutDownLink(const std::shared_ptr<Connection>& connection, AdapterObject& adapter,
+                  std::function<void()> on_idle) {
+    if (!connection->link) return true;
+    // The action keeps the connection (and its link) alive until the posts are out.
+    return connection->link->Shutdown([connection, &adapter, on_idle = std::move(on_idle)] {
+        if (on_idle) adapter.executor->Post(on_idle);
+    });
+}
+
+// What a closing connector holds that a post may still reach: released once the link is idle.
+void ReleaseConnectorHolds(ConnectorObject* connector) {
+    if (connector->qp != nullptr) connector->qp->lifetime.Release();
+    if (connector->holds_endpoint) cm::Fabric::Instance().Release(connector->endpoint);
+    if (connector->listener != nullptr) connector->listener->lifetime.Release();
+    if (connector->shared != nullptr) connector->shared->lifetime.Release();
 }
 
 // LIFE-09/CM-18 … CM-23: a close cancels what is pending, aborts an established connection and releases the
-// QP, endpoint, listener and shared-endpoint references.
+// QP, endpoint, listener and shared-endpoint references. It pends while a post is still inside the link.
 bool ConnectorTeardown(void* object) {
     auto* connector = static_cast<ConnectorObject*>(object);
     std::shared_ptr<Connection> connection = std::move(connector->connection);
     Finish finishes[3];
     NTSTATUS statuses[3] = {STATUS_SUCCESS, STATUS_SUCCESS, STATUS_SUCCESS};
+    bool tuple_held = false;
     if (connection) {
         const int me = connector->side;
         const int peer = 1 - me;
@@ -52,7 +64,6 @@ bool ConnectorTeardown(void* object) {
         if (state == ConnectorState::kIncoming && connection->connect_finish) {
             finishes[0] = std::move(connection->connect_finish);  // closing an offered connector refuses it
             statuses[0] = STATUS_CONNECTION_REFUSED;
-            if (connection->side[0] != nullptr) connection->side[0]->qp->associated = false;
         }
         if (state == ConnectorState::kConnectReady && connection->accept_finish) {
             finishes[1] = std::move(connection->accept_finish);  // the active side abandoned (CM-08)
@@ -68,20 +79,49 @@ bool ConnectorTeardown(void* object) {
             connection->state[peer] == ConnectorState::kDisconnecting)
             connection->state[peer] = ConnectorState::kDone;  // CM-28: the connection is over for both
         connection->side[me] = nullptr;
+        tuple_held = connection->tuple_held;
+        connection->tuple_held = false;
     }
+    bool idle = true;
     if (connection) {
-        ShutDownLink(*connection);
-        cm::Fabric::Instance().RemoveConnection(connection->local[0], connection->local[1]);
+        idle = ShutDownLink(connection, *connector->adapter, [connector] {
+            ReleaseConnectorHolds(connector);
+            connector->lifetime.TeardownDone();
+        });
+        if (tuple_held) cm::Fabric::Instance().RemoveConnection(connection->local[0], connection->local[1]);
     }
     for (int i = 0; i < 3; ++i)
         if (finishes[i]) finishes[i](statuses[i]);
-    if (connector->qp != nullptr) connector->qp->lifetime.Release();
-    if (connector->holds_endpoint) cm::Fabric::Instance().Release(connector->endpoint);
-    if (connector->listener != nullptr) connector->listener->lifetime.Release();
-    if (connector->shared != nullptr) connector->shared->lifetime.Release();
+    if (!idle) return false;
+    ReleaseConnectorHolds(connector);
     return true;
 }
-constexpr Lifetime::Ops kConnectorOps{&ConnectorTeardown, &DestroyObject<ConnectorObject>};
+// LIFE-09: a close cancels the connector's own pending NdkConnect, NdkAccept and NdkDisconnect (they would
+// otherwise hold it open). The peer sees the connection abandoned. Completions go to the provider thread.
+void ConnectorCancel(void* object) {
+    auto* connector = static_cast<ConnectorObject*>(object);
+    std::shared_ptr<Connection> connection = connector->connection;
+    if (!connection) return;
+    std::vector<Finish> cancelled;
+    {
+        std::lock_guard lock(connection->mutex);
+        const int me = connector->side;
+        if (me == 0 && connection->state[0] == ConnectorState::kConnecting && connection->connect_finish) {
+            cancelled.push_back(std::move(connection->connect_finish));
+            connection->state[0] = ConnectorState::kDone;  // a later NdkAccept of the offer is aborted (CM-08)
+        }
+        if (me == 1 && connection->state[1] == ConnectorState::kAccepting && connection->accept_finish) {
+            cancelled.push_back(std::move(connection->accept_finish));
+            connection->state[1] = ConnectorState::kDone;  // the peer's NdkCompleteConnect is aborted (CM-07)
+        }
+        if (connection->disconnect_finish[me]) cancelled.push_back(std::move(connection->disconnect_finish[me]));
+    }
+    if (cancelled.empty()) return;
+    connector->adapter->executor->Post([cancelled = std::move(cancelled)] {
+        for (const Finish& finish : cancelled) finish(STATUS_CANCELLED);
+    });
+}
+constexpr Lifetime::Ops kConnectorOps{&ConnectorTeardown, &DestroyObject<ConnectorObject>, &ConnectorCancel};
 
 NTSTATUS CheckPrivateData(const PVOID data, ULONG length, ULONG limit, const char* what) {
     if ((data == nullptr && length > 0) || length > limit) {
@@ -95,9 +135,34 @@ uint32_t Cap(uint32_t value, uint32_t limit) {
     return value < limit ? value : limit;
 }
 
-// Shared body of NdkConnect and NdkConnectWithSharedEndpoint once the local endpoint is chosen and held.
-NTSTATUS StartConnect(ConnectorObject* connector, QpObject* qp, const cm::Endpoint& local,
-                      const cm::Endpoint& destination, ULONG inbound, ULONG outbound, const PVOID data, ULONG length,
+// Gives back what one failed connect attempt took (the 4-tuple, the QP, the endpoint and shared-endpoint
+// references), so the consumer may try again on the same connector and its close releases nothing twice. The
+// connection record stays for NdkGetConnectionData of a reject's private data (CM-12).
+void UndoConnect(ConnectorObject* connector) {
+    if (std::shared_ptr<Connection> connection = connector->connection) {
+        bool tuple_held;
+        {
+            std::lock_guard lock(connection->mutex);
+            tuple_held = connection->tuple_held;
+            connection->tuple_held = false;
+        }
+        if (tuple_held) cm::Fabric::Instance().RemoveConnection(connection->local[0], connection->local[1]);
+    }
+    if (connector->qp != nullptr) {
+        connector->qp->associated = false;  // a refused QP may connect again
+        connector->qp->lifetime.Release();
+        connector->qp = nullptr;
+    }
+    if (connector->holds_endpoint) cm::Fabric::Instance().Release(connector->endpoint);
+    connector->holds_endpoint = false;
+    if (connector->shared != nullptr) connector->shared->lifetime.Release();
+    connector->shared = nullptr;
+    connector->attempt_failed = true;
+}
+
+// Shared body of NdkConnect and NdkConnectWithSharedEndpoint once the QP and the local endpoint are held.
+NTSTATUS StartConnect(ConnectorObject* connector, const cm::Endpoint& local, const cm::Endpoint& destination,
+                      ULONG inbound, ULONG outbound, const PVOID data, ULONG length,
                       NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
     AdapterObject& adapter = *connector->adapter;
     auto connection = std::make_shared<Connection>();
@@ -107,29 +172,31 @@ NTSTATUS StartConnect(ConnectorObject* connector, QpObject* qp, const cm::Endpoi
     connection->private_data[0].assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
     connection->requested_inbound[0] = Cap(inbound, adapter.info.MaxInboundReadLimit);  // CM-03
     connection->requested_outbound[0] = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    connector->connection = connection;
+    connector->attempt_failed = false;
     if (!cm::Fabric::Instance().AddConnection(local, destination)) {
-        SetLastErrorText("NdkConnect: this 4-tuple is connected already (CM-04)");
+        SetLastErrorText("NdkConnect: this 4-tuple is connected already (CM-04, CM-06)");
+        UndoConnect(connector);
         return STATUS_ADDRESS_ALREADY_EXISTS;
     }
-    connector->connection = connection;
-    connector->qp = qp;
-    qp->lifetime.AddRef();
-    return RunRequest(adapter, function, connector->lifetime, completion, context,
-                      [connection, destination](const Finish& finish) -> NTSTATUS {
-                          {
-                              std::lock_guard lock(connection->mutex);
-                              connection->connect_finish = finish;
-                          }
-                          std::shared_ptr<Connection> offered = connection;
-                          NTSTATUS status = cm::Fabric::Instance().Connect(destination, &offered);
-                          if (NT_SUCCESS(status)) return STATUS_PENDING;  // completes on accept or reject
-                          std::lock_guard lock(connection->mutex);
-                          connection->connect_finish = nullptr;
-                          connection->state[0] = ConnectorState::kDone;
-                          connection->side[0]->qp->associated = false;  // a refused QP may connect again
-                          SetLastErrorText("NdkConnect: no listener accepts connections there (CM-04)");
-                          return status;
-                      });
+    connection->tuple_held = true;
+    return RunRequest(
+        adapter, function, connector->lifetime, completion, context,
+        [connection, destination](const Finish& finish) -> NTSTATUS {
+            {
+                std::lock_guard lock(connection->mutex);
+                connection->connect_finish = finish;
+            }
+            std::shared_ptr<Connection> offered = connection;
+            NTSTATUS status = cm::Fabric::Instance().Connect(destination, &offered);
+            if (NT_SUCCESS(status)) return STATUS_PENDING;  // completes on accept or reject
+            std::lock_guard lock(connection->mutex);
+            connection->connect_finish = nullptr;
+            connection->state[0] = ConnectorState::kDone;
+            SetLastErrorText("NdkConnect: no listener accepts connections there (CM-04)");
+            return status;
+        },
+        [connector] { UndoConnect(connector); });
 }
 
 NTSTATUS CommonConnectChecks(ConnectorObject* connector, QpObject* qp, const PVOID data, ULONG length,
@@ -139,10 +206,13 @@ NTSTATUS CommonConnectChecks(ConnectorObject* connector, QpObject* qp, const PVO
     if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkConnect: the QP belongs to another adapter");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCallerData, "NdkConnect");
     if (!NT_SUCCESS(status)) return status;
-    if (connector->connection || qp->associated.exchange(true)) {
+    // A connector whose last attempt failed may try again; one that connected (or is connecting) may not.
+    if ((connector->connection && !connector->attempt_failed) || qp->associated.exchange(true)) {
         SetLastErrorText("NdkConnect: the connector or QP has been used already (CM-28)");
         return STATUS_INVALID_DEVICE_STATE;
     }
+    connector->qp = qp;  // held while associated (LIFE-12)
+    qp->lifetime.AddRef();
     return STATUS_SUCCESS;
 }
 
@@ -165,14 +235,14 @@ NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR sourc
     NTSTATUS status = CommonConnectChecks(connector, qp, data, length, completion);
     if (!NT_SUCCESS(status)) return status;
     status = cm::Fabric::Instance().Bind(&local);  // CM-05: port 0 takes an ephemeral port
-    if (NT_SUCCESS(status)) {
-        connector->endpoint = local;
-        connector->holds_endpoint = true;  // CM-20: released when the connector closes
-        status = StartConnect(connector, qp, local, remote, inbound, outbound, data, length, completion, context,
-                              ProviderFunction::NdkConnect);
+    if (!NT_SUCCESS(status)) {
+        UndoConnect(connector);
+        return status;
     }
-    if (!NT_SUCCESS(status)) qp->associated = false;  // a refused QP may connect again
-    return status;
+    connector->endpoint = local;
+    connector->holds_endpoint = true;  // CM-20: released when the connector closes
+    return StartConnect(connector, local, remote, inbound, outbound, data, length, completion, context,
+                        ProviderFunction::NdkConnect);
 }
 
 NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* handle, NDK_QP* qp_handle, NDK_SHARED_ENDPOINT* shared_handle,
@@ -193,10 +263,8 @@ NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* handle, NDK_QP* qp_handle, NDK
     connector->holds_endpoint = true;
     connector->shared = shared;
     shared->lifetime.AddRef();
-    status = StartConnect(connector, qp, shared->endpoint, remote, inbound, outbound, data, length, completion, context,
-                          ProviderFunction::NdkConnectWithSharedEndpoint);
-    if (!NT_SUCCESS(status) && !connector->connection) qp->associated = false;
-    return status;
+    return StartConnect(connector, shared->endpoint, remote, inbound, outbound, data, length, completion, context,
+                        ProviderFunction::NdkConnectWithSharedEndpoint);
 }
 
 template <class Callback>
@@ -247,6 +315,26 @@ NTSTATUS CompleteConnectEx(NDK_CONNECTOR* handle, NDK_FN_DISCONNECT_EVENT_CALLBA
                                  ProviderFunction::NdkCompleteConnectEx, true);
 }
 
+// CM-08: an NdkAccept whose peer never calls NdkCompleteConnect ends with STATUS_IO_TIMEOUT; the connection is
+// over (the peer's NdkCompleteConnect is then aborted, CM-07).
+void ArmAcceptTimeout(AdapterObject& adapter, const std::shared_ptr<Connection>& connection, uint32_t timeout_ms) {
+    std::weak_ptr<Connection> weak = connection;
+    adapter.executor->PostAfter(std::chrono::milliseconds(timeout_ms), [weak, &adapter] {
+        std::shared_ptr<Connection> connection = weak.lock();
+        if (!connection) return;
+        Finish timed_out;
+        {
+            std::lock_guard lock(connection->mutex);
+            if (connection->state[1] != ConnectorState::kAccepting || !connection->accept_finish) return;
+            timed_out = std::move(connection->accept_finish);
+            connection->state[1] = ConnectorState::kDone;
+        }
+        ShutDownLink(connection, adapter, nullptr);
+        SetLastErrorText("NdkAccept: the peer did not call NdkCompleteConnect in time (CM-08)");
+        timed_out(STATUS_IO_TIMEOUT);
+    });
+}
+
 NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, ULONG outbound, const PVOID data,
                       ULONG length, void* event, PVOID event_context, bool extended,
                       NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
@@ -268,8 +356,22 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
     const AdapterObject& adapter = *connector->adapter;
     const uint32_t my_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);
     const uint32_t my_outbound = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    // A failure before the link joined the QPs gives the QP back (the consumer may accept with it again); after,
+    // the QP is spent (CM-28) and the connector's close releases it once the link is idle.
+    auto undo = [connector, connection] {
+        bool linked;
+        {
+            std::lock_guard lock(connection->mutex);
+            linked = connection->link != nullptr;
+        }
+        if (linked || connector->qp == nullptr) return;
+        connector->qp->associated = false;
+        connector->qp->lifetime.Release();
+        connector->qp = nullptr;
+    };
     return RunRequest(
-        *connector->adapter, function, connector->lifetime, completion, context, [=](const Finish& finish) -> NTSTATUS {
+        *connector->adapter, function, connector->lifetime, completion, context,
+        [=](const Finish& finish) -> NTSTATUS {
             Finish connect;
             {
                 std::lock_guard lock(connection->mutex);
@@ -302,9 +404,12 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
                 connection->accept_finish = finish;
                 connect = std::move(connection->connect_finish);
             }
+            if (const uint32_t timeout = connector->adapter->accept_timeout_ms; timeout != 0)
+                ArmAcceptTimeout(*connector->adapter, connection, timeout);
             if (connect) connect(STATUS_SUCCESS);
             return STATUS_PENDING;  // completes at the peer's NdkCompleteConnect (CM-08)
-        });
+        },
+        undo);
 }
 
 NTSTATUS Accept(NDK_CONNECTOR* handle, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data, ULONG length,
@@ -339,7 +444,6 @@ NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
             connection->private_data[1].assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
             finish = std::move(connection->connect_finish);
             finish_status = STATUS_CONNECTION_REFUSED;  // CM-04: the peer rejected
-            if (connection->side[0] != nullptr) connection->side[0]->qp->associated = false;
             connection->state[1] = ConnectorState::kDone;
             connection->state[0] = ConnectorState::kConnectReady;  // may read the reject data (CM-12)
         } else if (me == 0 && connection->state[0] == ConnectorState::kConnectReady &&
@@ -353,7 +457,7 @@ NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
             return STATUS_INVALID_DEVICE_STATE;
         }
     }
-    ShutDownLink(*connection);
+    ShutDownLink(connection, *connector->adapter, nullptr);  // the connectors' closes wait for idle
     if (finish) finish(finish_status);
     return STATUS_SUCCESS;
 }
@@ -444,13 +548,21 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
                               }
                           }
                           if (!done) return STATUS_PENDING;
-                          ShutDownLink(*connection);
-                          connector->qp->qp.Flush();  // CM-25: implicit flush
-                          if (peer_qp != nullptr) {
-                              peer_qp->qp.Flush();  // the peer's pending NdkDisconnect completes, flushed too
-                              peer_qp->lifetime.Release();
-                          }
-                          if (peer_finish) peer_finish(STATUS_SUCCESS);
+                          // CM-24 (b): completes once no DMA of the QP is running, without waiting for it.
+                          auto complete = [connector, peer_qp, peer_finish] {
+                              connector->qp->qp.Flush();  // CM-25: implicit flush
+                              if (peer_qp != nullptr) {
+                                  peer_qp->qp.Flush();  // the peer's pending NdkDisconnect completes, flushed too
+                                  peer_qp->lifetime.Release();
+                              }
+                              if (peer_finish) peer_finish(STATUS_SUCCESS);
+                          };
+                          if (!ShutDownLink(connection, *connector->adapter, [complete, finish] {
+                                  complete();
+                                  finish(STATUS_SUCCESS);
+                              }))
+                              return STATUS_PENDING;
+                          complete();
                           return STATUS_SUCCESS;
                       });
 }

@@ -17,6 +17,9 @@ public:
         // Returns true when done now; false means it will call Lifetime::TeardownDone() later. May be null.
         bool (*teardown)(void* object);
         void (*destroy)(void* object);
+        // LIFE-09: runs when the close is requested, before the consumer's reference goes, to cancel pending
+        // requests that would otherwise keep the object open. May be null.
+        void (*cancel)(void* object) = nullptr;
     };
 
     Lifetime(const Ops& ops, void* object, Lifetime* parent) : ops_(ops), object_(object), parent_(parent) {
@@ -32,6 +35,7 @@ public:
         close_completion_ = completion;
         close_context_ = context;
         closing_.store(true, std::memory_order_release);
+        if (ops_.cancel != nullptr) ops_.cancel(object_);
         if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) return Finish(true) ? STATUS_SUCCESS : STATUS_PENDING;
         return STATUS_PENDING;
     }

@@ -30,7 +30,16 @@ bool ListenerObject::Target::Offer(void* request) {
     if (connector == nullptr) return false;
     listener->lifetime.AddRef();
     listener->adapter->executor->Post([listener, connector] {
-        listener->connect_event(listener->connect_context, &connector->ndk);
+        // CM-23: a close that started after the offer refuses it (closing the unseen connector refuses the peer).
+        bool closed;
+        {
+            std::lock_guard lock(listener->mutex);
+            closed = listener->closed;
+        }
+        if (closed)
+            connector->lifetime.Close(nullptr, nullptr);
+        else
+            listener->connect_event(listener->connect_context, &connector->ndk);
         listener->lifetime.Release();
     });
     return true;

@@ -32,6 +32,7 @@ struct AdapterObject {
     NDK_ADAPTER_INFO info{};
     mem::RegistrationLimits limits{};
     std::vector<SOCKADDR_INET> local_addresses;
+    uint32_t accept_timeout_ms = 0;  // CM-08: 0 = none
     engine::FaultInjector faults;
     std::unique_ptr<engine::CompletionExecutor> executor;
     mem::TokenTable tokens;
@@ -99,7 +100,7 @@ struct SrqObject {
     SrqObject(PdObject* owner, uint32_t depth, uint32_t max_sge, const Lifetime::Ops& ops)
         : lifetime(ops, this, &owner->lifetime),
           pd(owner),
-          queue(depth, max_sge),
+          queue(depth, max_sge, owner->adapter->info.MaxTransferLength),
           notify(nullptr),
           notify_context(nullptr) {}
 };

@@ -1,6 +1,5 @@
 // NDK_QP_DISPATCH, NDK_SRQ_DISPATCH and NDK_MW_DISPATCH (QP-xx, SRQ-xx, MW-xx, FR-08 … FR-22).
 #include <new>
-#include <thread>
 
 #include "api/async_request.h"
 
@@ -29,12 +28,10 @@ constexpr Lifetime::Ops kQpOps{&QpTeardown, &QpDestroy};
 
 constexpr Lifetime::Ops kSrqOps{nullptr, &DestroyObject<SrqObject>};
 
+// CB-12: a window still reached by accesses in flight closes once they drained; the close pends meanwhile.
 bool MwTeardown(void* object) {
     auto* mw = static_cast<MwObject*>(object);
-    if (mw->window.state() == mem::MemoryWindow::State::kBound) mw->window.Invalidate();
-    // A post holding the window finishes within microseconds; the MR is released when it drains.
-    while (mw->window.state() != mem::MemoryWindow::State::kUnbound) std::this_thread::yield();
-    return true;
+    return mw->window.Shutdown([mw](NTSTATUS) { mw->lifetime.TeardownDone(); }) != STATUS_PENDING;
 }
 constexpr Lifetime::Ops kMwOps{&MwTeardown, &DestroyObject<MwObject>};
 
@@ -95,7 +92,7 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
         return InvalidParameter("NdkBind: NULL or foreign QP, MR or MW");
     if (mr->pd != qp->pd || mw->pd != qp->pd) return InvalidParameter("NdkBind: the MR or MW belongs to another PD");
     const uint64_t max_window = qp->pd->adapter->info.MaxWindowSize;
-    return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&]() -> NTSTATUS {
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&](auto) -> NTSTATUS {
         mr->lifetime.AddRef();  // MW-12: a bound window keeps its MR open
         NTSTATUS status = mw->window.Bind(mr->region, reinterpret_cast<uint64_t>(address), length, flags, max_window,
                                           [mr] { mr->lifetime.Release(); });
@@ -111,7 +108,7 @@ NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG pa
     if (qp == nullptr || mr == nullptr) return InvalidParameter("NdkFastRegister: NULL or foreign QP or MR");
     if (mr->pd != qp->pd) return InvalidParameter("NdkFastRegister: the MR belongs to another PD");
     AdapterObject& adapter = *qp->pd->adapter;
-    return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&] {
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&](auto) {
         return mr->region.FastRegister(adapter.logical, pages, page_count, fbo, length,
                                        reinterpret_cast<uint64_t>(base_address), flags, adapter.limits);
     });
@@ -126,8 +123,27 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
     MwObject* mw = FromHandle<MwObject>(object);
     if ((mr == nullptr && mw == nullptr) || (mr != nullptr && mr->pd != qp->pd) || (mw != nullptr && mw->pd != qp->pd))
         return InvalidParameter("NdkInvalidate: not an MR or MW of this QP's PD");
-    return qp->qp.RunLocalRequest(context, NdkOperationTypeInvalidate, flags,
-                                  [&] { return mr != nullptr ? mr->region.Invalidate() : mw->window.Invalidate(); });
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeInvalidate, flags, [&](auto defer) -> NTSTATUS {
+        // FR-22 / CB-12: the completion waits for accesses in flight; the call does not. The QP stays open until
+        // the deferred completion is queued.
+        const uint64_t ticket = qp->qp.NextDeferralTicket();
+        using Defer = decltype(defer);
+        struct Pending {
+            Defer& take_place;
+            QpObject* qp;
+        } pending{defer, qp};
+        const mem::PendHook will_pend{[](void* context) {
+                                          auto* p = static_cast<Pending*>(context);
+                                          p->take_place();
+                                          p->qp->lifetime.AddRef();
+                                      },
+                                      &pending};
+        auto done = [qp, ticket](NTSTATUS status) {
+            qp->qp.FinishDeferred(ticket, status);
+            qp->lifetime.Release();
+        };
+        return mr != nullptr ? mr->region.Invalidate(will_pend, done) : mw->window.Invalidate(will_pend, done);
+    });
 }
 
 // ---- SRQ ----
@@ -168,7 +184,8 @@ NTSTATUS MakeQp(PdObject* pd, CqObject* rcq, CqObject* icq, SrqObject* srq, PVOI
                 ULONG max_receive_sge, ULONG max_initiator_sge, ULONG inline_size, NDK_OBJECT_HEADER** header) {
     std::unique_ptr<engine::ReceiveQueue> own;
     if (srq == nullptr) {
-        own.reset(new (std::nothrow) engine::ReceiveQueue(receive_depth, max_receive_sge));
+        own.reset(new (std::nothrow)
+                      engine::ReceiveQueue(receive_depth, max_receive_sge, pd->adapter->info.MaxTransferLength));
         if (!own) return STATUS_INSUFFICIENT_RESOURCES;
     }
     AdapterObject& adapter = *pd->adapter;

@@ -39,6 +39,14 @@ void CompletionExecutor::Post(std::function<void()> job) {
     wake_.notify_one();
 }
 
+void CompletionExecutor::PostAfter(std::chrono::milliseconds delay, std::function<void()> job) {
+    {
+        std::lock_guard lock(mutex_);
+        timers_.emplace(std::chrono::steady_clock::now() + delay, std::move(job));
+    }
+    wake_.notify_one();
+}
+
 void CompletionExecutor::Drain() {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [this] { return queue_.empty() && !running_job_; });
@@ -47,9 +55,18 @@ void CompletionExecutor::Drain() {
 void CompletionExecutor::Run() {
     std::unique_lock lock(mutex_);
     while (true) {
-        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        // Due timers join the queue in deadline order.
+        const auto now = std::chrono::steady_clock::now();
+        while (!timers_.empty() && timers_.begin()->first <= now) {
+            queue_.push_back(std::move(timers_.begin()->second));
+            timers_.erase(timers_.begin());
+        }
         if (queue_.empty()) {
             if (stopping_) return;
+            if (timers_.empty())
+                wake_.wait(lock);
+            else
+                wake_.wait_until(lock, timers_.begin()->first);
             continue;
         }
         std::function<void()> job = std::move(queue_.front());

@@ -2,8 +2,10 @@
 // completion callbacks on a provider thread, in submission order.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -24,6 +26,9 @@ public:
     // True if this call should return STATUS_PENDING (pend mode, or the random draw in random mode).
     bool ShouldPend();
     void Post(std::function<void()> job);
+    // Runs `job` on the provider thread once `delay` has passed (timeouts, e.g. CM-08). Timers still waiting
+    // when the executor stops are dropped unrun: a timer job must hold nothing that needs running.
+    void PostAfter(std::chrono::milliseconds delay, std::function<void()> job);
     // Blocks until the queue is empty and no job is running. Not from a job.
     void Drain();
     bool OnExecutorThread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -36,6 +41,7 @@ private:
     std::condition_variable wake_;
     std::condition_variable idle_;
     std::deque<std::function<void()>> queue_;
+    std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> timers_;
     bool running_job_ = false;
     bool stopping_ = false;
     SplitMix64 rng_;

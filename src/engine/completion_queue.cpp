@@ -6,7 +6,7 @@ CompletionQueue::CompletionQueue(uint32_t depth, Notifier notifier) : ring_(dept
 
 void CompletionQueue::NotifyLocked(NTSTATUS status, std::unique_lock<std::mutex>& lock) {
     arm_ = kNotArmed;  // CQ-07: once per arm
-    added_since_notify_ = false;
+    placed_since_notify_ = kNotArmed;
     lock.unlock();
     notifier_(status);
 }
@@ -24,9 +24,9 @@ bool CompletionQueue::Push(const NDK_RESULT_EX& result, bool solicited) {
     }
     ring_[(head_ + count_) % ring_.size()] = result;
     ++count_;
-    added_since_notify_ = true;
-    const bool matches = arm_ == kAny || (arm_ == kSolicited && (solicited || !NT_SUCCESS(result.Status)));  // CQ-11
-    if (matches) NotifyLocked(STATUS_SUCCESS, lock);
+    const uint8_t satisfies = Strongest(solicited, !NT_SUCCESS(result.Status));
+    if (placed_since_notify_ == kNotArmed || satisfies < placed_since_notify_) placed_since_notify_ = satisfies;
+    if (arm_ != kNotArmed && arm_ >= satisfies) NotifyLocked(STATUS_SUCCESS, lock);
     return true;
 }
 
@@ -66,8 +66,9 @@ void CompletionQueue::Arm(ULONG type) {
         NotifyLocked(STATUS_BUFFER_OVERFLOW, lock);
         return;
     }
-    // CQ-08: completions placed since the last notification satisfy a new ANY arm at once.
-    if (arm_ == kAny && count_ > 0 && added_since_notify_) NotifyLocked(STATUS_SUCCESS, lock);
+    // CQ-08: a matching completion placed since the last notification and still queued satisfies the arm at once.
+    if (count_ > 0 && placed_since_notify_ != kNotArmed && arm_ >= placed_since_notify_)
+        NotifyLocked(STATUS_SUCCESS, lock);
 }
 
 NTSTATUS CompletionQueue::Resize(uint32_t depth) {

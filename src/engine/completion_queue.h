@@ -31,6 +31,9 @@ public:
 
 private:
     enum Arm : uint8_t { kNotArmed = 0, kErrors = 1, kSolicited = 2, kAny = 3 };  // CQ-10: merge = max
+    // The strongest arm a completion satisfies: an error satisfies every arm (CQ-06, CQ-11), a solicited
+    // receive SOLICITED and ANY, any other completion ANY only.
+    static uint8_t Strongest(bool solicited, bool error) { return error ? kErrors : solicited ? kSolicited : kAny; }
     void NotifyLocked(NTSTATUS status, std::unique_lock<std::mutex>& lock);
 
     mutable std::mutex mutex_;
@@ -38,7 +41,9 @@ private:
     uint32_t head_ = 0;
     uint32_t count_ = 0;
     uint8_t arm_ = kNotArmed;
-    bool added_since_notify_ = false;
+    // The weakest arm that the completions placed since the last notification satisfy (kNotArmed: none placed).
+    // An arm at or above it is satisfied at once (CQ-08).
+    uint8_t placed_since_notify_ = kNotArmed;
     bool overrun_ = false;
     bool overrun_reported_ = false;
     Notifier notifier_;

@@ -1,7 +1,5 @@
 #include "engine/queue_pair.h"
 
-#include <thread>
-
 #include "common/last_error.h"
 
 namespace softndk::engine {
@@ -33,16 +31,59 @@ constexpr uint32_t kLocalCatastrophic = TerminateError(0, 1, 0x00);
 
 QueuePair::QueuePair(const Params& params) : params_(params) {}
 
+void QueuePair::PushInitiator(const NDK_RESULT_EX& result, ULONG flags) {
+    if (NT_SUCCESS(result.Status) && (flags & NDK_OP_FLAG_SILENT_SUCCESS)) return;  // QP-10
+    if (!params_.initiator_cq->Push(result, false)) EnterError();
+}
+
 void QueuePair::Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags,
                          uint32_t provider_error) {
-    if (NT_SUCCESS(status) && (flags & NDK_OP_FLAG_SILENT_SUCCESS)) return;  // QP-10
     NDK_RESULT_EX result{};
     result.Status = status;
     result.QPContext = params_.context;
     result.RequestContext = context;
     result.Type = type;
     result.ProviderErrorCode = NT_SUCCESS(status) ? 0 : provider_error;  // CQ-14
-    if (!params_.initiator_cq->Push(result, false)) EnterError();
+    if (!ordering_.load(std::memory_order_acquire)) {
+        PushInitiator(result, flags);
+        return;
+    }
+    std::lock_guard lock(order_mutex_);
+    ordered_.push_back({0, result, flags, true});
+    ReapLocked();
+}
+
+uint64_t QueuePair::Defer(PVOID context, NDK_OPERATION_TYPE type, ULONG flags) {
+    NDK_RESULT_EX result{};
+    result.QPContext = params_.context;
+    result.RequestContext = context;
+    result.Type = type;
+    std::lock_guard lock(order_mutex_);
+    const uint64_t ticket = next_ticket_++;
+    ordered_.push_back({ticket, result, flags, false});
+    ordering_.store(true, std::memory_order_release);
+    return ticket;
+}
+
+void QueuePair::FinishDeferred(uint64_t ticket, NTSTATUS status, uint32_t provider_error) {
+    std::lock_guard lock(order_mutex_);
+    for (Ordered& entry : ordered_) {
+        if (entry.ticket != ticket) continue;
+        entry.result.Status = status;
+        entry.result.ProviderErrorCode = NT_SUCCESS(status) ? 0 : provider_error;  // CQ-14
+        entry.done = true;
+        break;
+    }
+    ReapLocked();
+}
+
+void QueuePair::ReapLocked() {
+    while (!ordered_.empty() && ordered_.front().done) {
+        PushInitiator(ordered_.front().result, ordered_.front().flags);
+        ordered_.pop_front();
+    }
+    // Release: the pushes above happen before a poster that sees "not ordering" pushes its own.
+    if (ordered_.empty()) ordering_.store(false, std::memory_order_release);
 }
 
 NTSTATUS QueuePair::CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted) {
@@ -157,7 +198,7 @@ void QueuePair::CancelReceive(PVOID context) {
     result.QPContext = params_.context;
     result.RequestContext = context;
     result.Type = NdkOperationTypeReceive;
-    params_.receive_cq->Push(result, false);
+    if (!params_.receive_cq->Push(result, false)) EnterError();  // CQ-15: an overrun makes the QP unusable
 }
 
 NTSTATUS QueuePair::Receive(PVOID context, const NDK_SGE* sgl, ULONG count) {
@@ -175,7 +216,7 @@ void QueuePair::Flush() {
 
 InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) {
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
-    ReceiveRequest request;
+    ReceiveRequest& request = receive_;
     if (!params_.receive_queue->Pop(&request)) {  // RFC 5041: no buffer for an untagged message
         transport_->Terminate(kNoReceiveBuffer);
         return {STATUS_CONNECTION_ABORTED, kNoReceiveBuffer};
@@ -186,7 +227,8 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
     result.Type = NdkOperationTypeReceive;
     mem::AccessError error = mem::AccessError::kNone;
     InboundResult verdict{};
-    if (!NT_SUCCESS(GatherLocal(request.sges, request.sge_count, mem::kRightLocalWrite, false, remote_, &error))) {
+    if (!NT_SUCCESS(
+            GatherLocal(request.sges.data(), request.sge_count, mem::kRightLocalWrite, false, remote_, &error))) {
         result.Status = mem::LocalAccessStatus(error);
         result.ProviderErrorCode = kLocalCatastrophic;
         verdict = {STATUS_CONNECTION_ABORTED, kLocalCatastrophic};
@@ -232,6 +274,7 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
 InboundResult QueuePair::TaggedAccess(uint32_t token, uint64_t address, const PieceList& local, uint32_t right,
                                       bool into_target) {
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
+    if (local.total() == 0) return {};  // QP-16 (decided): zero length names no memory
     mem::TokenRef grant;
     const mem::AccessError error = mem::CheckAccess(
         *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, local.total(), right}, &grant);
@@ -268,13 +311,9 @@ void QueuePair::EnterError(bool flush_receives) {
     if (state_.compare_exchange_strong(expected, State::kError) && flush_receives) Flush();
 }
 
-void QueuePair::MarkClosed() {
+bool QueuePair::Close(PostGate::IdleAction on_idle) {
     state_.store(State::kClosed, std::memory_order_release);
-}
-
-void QueuePair::WaitIdle() {
-    while (posts_in_flight_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-    transport_ = nullptr;
+    return gate_.Close(std::move(on_idle));
 }
 
 }  // namespace softndk::engine

@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 
 #include <softndk/ndkpi.h>
 
 #include "engine/completion_queue.h"
 #include "engine/data_mover.h"
+#include "engine/post_gate.h"
 #include "engine/receive_queue.h"
 #include "engine/transport.h"
 #include "mem/token_table.h"
@@ -39,10 +42,17 @@ public:
     NTSTATUS Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token);
     NTSTATUS Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags);
     NTSTATUS Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags);
-    // Bind, fast-register and invalidate: `operation()` does the memory work once the QP may post; its
-    // failure is returned inline (CB-17), its success is completed with `type`.
+    // Bind, fast-register and invalidate: `operation(defer)` does the memory work once the QP may post; its
+    // failure is returned inline (CB-17), its success is completed with `type`. An operation that finishes
+    // later calls `defer()` (which returns its ticket) and returns STATUS_PENDING; FinishDeferred(ticket, …)
+    // completes it then.
     template <class Operation>
     NTSTATUS RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULONG flags, Operation operation);
+    // Initiator completions leave in posting order: a request whose verdict comes later holds its place, and
+    // completions behind it wait for it. The ticket of the next deferral (posting thread only)...
+    uint64_t NextDeferralTicket() const { return next_ticket_; }
+    // ... and its end, from any thread. The owner keeps the QP alive until this returns.
+    void FinishDeferred(uint64_t ticket, NTSTATUS status, uint32_t provider_error = 0);
     // ---- receive queue ----
     NTSTATUS Receive(PVOID context, const NDK_SGE* sgl, ULONG count);
     // QP-21: cancels the queued receives (initiator requests never wait in-process).
@@ -60,10 +70,10 @@ public:
     // Error state: initiator requests complete with STATUS_CANCELLED. A terminate flushes the receives; a
     // graceful disconnect from the peer does not (CM-27).
     void EnterError(bool flush_receives = true);
-    // Stops new posts (QP-07/08) ...
-    void MarkClosed();
-    // ... and returns once no post of this QP is running; then the transport is forgotten.
-    void WaitIdle();
+    // Stops new posts (QP-07/08). True when no post is running now; otherwise `on_idle` runs once the last one
+    // has left (on its thread). Never waits (CB-12).
+    bool Close(PostGate::IdleAction on_idle);
+    PostGate& gate() { return gate_; }  // tests hold a post open through it
     PVOID context() const { return params_.context; }
     const void* pd() const { return params_.pd; }
     uint32_t inbound_read_limit() const { return inbound_read_limit_; }
@@ -85,6 +95,9 @@ private:
     template <class Deliver>
     NTSTATUS RunInitiator(const InitiatorRequest& request, Deliver deliver);
     void Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags, uint32_t provider_error = 0);
+    void PushInitiator(const NDK_RESULT_EX& result, ULONG flags);
+    uint64_t Defer(PVOID context, NDK_OPERATION_TYPE type, ULONG flags);
+    void ReapLocked();
     // Validates and gathers local SGEs into `out`; on an access error returns it and fills `error`.
     NTSTATUS GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights, bool inline_data, PieceList& out,
                          mem::AccessError* error);
@@ -100,7 +113,7 @@ private:
 
     Params params_;
     std::atomic<State> state_{State::kIdle};
-    std::atomic<uint32_t> posts_in_flight_{0};
+    PostGate gate_;
     Transport* transport_ = nullptr;
     uint32_t inbound_read_limit_ = 0;
     uint32_t outbound_read_limit_ = 0;
@@ -108,20 +121,36 @@ private:
     // Scratch for the inbound side. Only the peer's initiator queue enters it, and the consumer serialises that
     // queue (QP-05), so it needs no lock (QP-06).
     PieceList remote_;
+    ReceiveRequest receive_;  // the receive being delivered (inbound side, same serialisation)
+
+    // Completions waiting behind a deferred one, in posting order. Only the posting thread adds, so "empty"
+    // seen there stays true until it adds: then a completion goes to the CQ directly (the in-process fast path).
+    struct Ordered {
+        uint64_t ticket;  // 0: decided when queued
+        NDK_RESULT_EX result;
+        ULONG flags;
+        bool done;
+    };
+    std::mutex order_mutex_;
+    std::deque<Ordered> ordered_;
+    std::atomic<bool> ordering_{false};  // !ordered_.empty()
+    uint64_t next_ticket_ = 1;
 };
 
 // Keeps the transport usable for one post; fails if the QP is not connected.
 class QueuePair::PostGuard {
 public:
-    explicit PostGuard(QueuePair& qp) : qp_(qp) {
-        qp_.posts_in_flight_.fetch_add(1, std::memory_order_acq_rel);
-        state_ = qp_.state();
+    explicit PostGuard(QueuePair& qp) : qp_(qp), entered_(qp.gate_.Enter()) {
+        state_ = entered_ ? qp_.state() : State::kClosed;
     }
-    ~PostGuard() { qp_.posts_in_flight_.fetch_sub(1, std::memory_order_acq_rel); }
+    ~PostGuard() {
+        if (entered_) qp_.gate_.Leave();
+    }
     State state() const { return state_; }
 
 private:
     QueuePair& qp_;
+    const bool entered_;
     State state_;
 };
 
@@ -133,7 +162,8 @@ NTSTATUS QueuePair::RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULON
         return STATUS_SUCCESS;
     }
     if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;  // FR-17, MW-08, QP-09
-    NTSTATUS status = operation();
+    NTSTATUS status = operation([&] { return Defer(context, type, flags); });
+    if (status == STATUS_PENDING) return STATUS_SUCCESS;  // completes through FinishDeferred
     if (!NT_SUCCESS(status)) return status;
     Complete(context, type, STATUS_SUCCESS, flags);
     return STATUS_SUCCESS;

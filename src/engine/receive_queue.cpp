@@ -2,18 +2,31 @@
 
 #include <algorithm>
 
+#include "common/last_error.h"
+
 namespace softndk::engine {
 
-ReceiveQueue::ReceiveQueue(uint32_t depth, uint32_t max_sge)
+ReceiveQueue::ReceiveQueue(uint32_t depth, uint32_t max_sge, uint64_t max_transfer_length)
     : depth_(depth),
       max_sge_(max_sge),
       stride_(max_sge ? max_sge : 1),
+      max_transfer_length_(max_transfer_length),
       contexts_(depth),
       counts_(depth),
       sges_(static_cast<size_t>(depth) * stride_) {}
 
 NTSTATUS ReceiveQueue::Post(PVOID context, const NDK_SGE* sgl, uint32_t count) {
-    if (count > max_sge_ || (count > 0 && sgl == nullptr)) return STATUS_INVALID_PARAMETER;
+    if (count > max_sge_ || (count > 0 && sgl == nullptr)) {
+        SetLastErrorText("receive: %u SGEs; this queue allows %u (QP-01, SRQ-01)", count, max_sge_);
+        return STATUS_INVALID_PARAMETER;
+    }
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < count; ++i) bytes += sgl[i].Length;
+    if (bytes > max_transfer_length_) {
+        SetLastErrorText("receive: %llu bytes exceed MaxTransferLength (QP-18)",
+                         static_cast<unsigned long long>(bytes));
+        return STATUS_INVALID_PARAMETER;
+    }
     std::lock_guard lock(mutex_);
     if (count_ == depth_) return STATUS_INSUFFICIENT_RESOURCES;
     const uint32_t slot = (head_ + count_) % depth_;
@@ -29,7 +42,8 @@ bool ReceiveQueue::Pop(ReceiveRequest* request) {
     if (count_ == 0) return false;
     request->context = contexts_[head_];
     request->sge_count = counts_[head_];
-    request->sges = &sges_[static_cast<size_t>(head_) * stride_];
+    const auto first = sges_.begin() + static_cast<ptrdiff_t>(head_) * stride_;
+    request->sges.assign(first, first + request->sge_count);
     head_ = (head_ + 1) % depth_;
     --count_;
     CheckThresholdLocked(lock);

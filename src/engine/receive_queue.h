@@ -10,10 +10,12 @@
 
 namespace softndk::engine {
 
+// A receive taken off the queue. The delivery owns its copy of the SGEs: once Pop returns, the consumer may
+// post into the slot again (QP-05 serialises only its own posts) and NdkModifySrq may reallocate the ring.
 struct ReceiveRequest {
     PVOID context = nullptr;
     uint32_t sge_count = 0;
-    const NDK_SGE* sges = nullptr;  // valid until the next Post into the same slot
+    std::vector<NDK_SGE> sges;  // capacity kept across deliveries: no allocation once warm
 };
 
 class ReceiveQueue {
@@ -21,12 +23,12 @@ public:
     // Called (on the provider thread, by the owner) when the queued count falls below the threshold.
     using ThresholdNotifier = std::function<void()>;
 
-    ReceiveQueue(uint32_t depth, uint32_t max_sge);
+    ReceiveQueue(uint32_t depth, uint32_t max_sge, uint64_t max_transfer_length);
 
-    // STATUS_INSUFFICIENT_RESOURCES when full, STATUS_INVALID_PARAMETER for too many SGEs.
+    // STATUS_INSUFFICIENT_RESOURCES when full, STATUS_INVALID_PARAMETER for too many SGEs or more bytes than
+    // MaxTransferLength (QP-18).
     NTSTATUS Post(PVOID context, const NDK_SGE* sgl, uint32_t count);
-    // Takes the oldest request; false if none. The SGEs stay valid until the slot is posted again, which
-    // cannot happen before this delivery finishes: the slot is only reused after `depth` more posts.
+    // Takes the oldest request, copying its SGEs into `request` under the lock; false if none.
     bool Pop(ReceiveRequest* request);
     // All queued requests, oldest first, removing them (flush).
     std::vector<PVOID> Drain();
@@ -42,6 +44,7 @@ private:
     uint32_t depth_;
     const uint32_t max_sge_;  // the limit the queue was created with (may be 0: SGE-less receives only)
     const uint32_t stride_;   // storage per slot, at least 1
+    const uint64_t max_transfer_length_;
     std::vector<PVOID> contexts_;
     std::vector<uint32_t> counts_;
     std::vector<NDK_SGE> sges_;

@@ -1,7 +1,5 @@
 #include "mem/memory_region.h"
 
-#include <thread>
-
 #include "common/last_error.h"
 #include "mem/logical_address_space.h"
 #include "mem/mdl_chain.h"
@@ -90,31 +88,33 @@ NTSTATUS MemoryRegion::Deregister(DrainDone done) {
     if (fast_register_) return WrongState("NdkDeregisterMr on a fast-register MR (MR-18, AMB-26)");
     if (state_ != State::kRegistered) return WrongState("NdkDeregisterMr: the MR is not registered (MR-18)");
     if (bound_windows() != 0) return WrongState("NdkDeregisterMr: memory windows are bound to the MR (MW-12)");
-    drain_done_ = std::move(done);
-    return RetireLocked(lock, State::kIdle);
+    drain_waiters_.push_back(std::move(done));
+    return RetireLocked(State::kIdle);
 }
 
-// Stops lookups of the current tokens. Returns STATUS_SUCCESS when nothing held them (state is `after` now),
-// else STATUS_PENDING: the state is kDraining until the last reference goes, then `after`.
-NTSTATUS MemoryRegion::RetireLocked(std::unique_lock<std::mutex>& lock, State after) {
+// Under the lock: stops lookups of the current tokens. STATUS_SUCCESS when nothing held them (state is `after`
+// now, the waiters are dropped unrun), else STATUS_PENDING: `will_pend` runs here, the state is kDraining until
+// the last reference goes, then `after`, and the waiters run. The lock is held across the retire, so the drain
+// hook (which takes it) cannot run before `will_pend` has.
+NTSTATUS MemoryRegion::RetireLocked(State after, PendHook will_pend) {
     state_ = State::kDraining;
     after_drain_ = after;
-    const uint32_t slot = slot_;
-    lock.unlock();
-    if (!tokens_.Retire(slot, &MemoryRegion::OnDrained, this)) return STATUS_PENDING;
-    lock.lock();
+    if (!tokens_.Retire(slot_, &MemoryRegion::OnDrained, this)) {
+        will_pend();
+        return STATUS_PENDING;
+    }
     if (after == State::kIdle) {
         tokens_.Free(slot_);
         slot_ = 0;
     }
-    drain_done_ = nullptr;
+    drain_waiters_.clear();
     state_ = after;
     return STATUS_SUCCESS;
 }
 
 void MemoryRegion::OnDrained(void* self) {
     auto* region = static_cast<MemoryRegion*>(self);
-    DrainDone done;
+    std::vector<DrainDone> waiters;
     {
         std::lock_guard lock(region->mutex_);
         if (region->after_drain_ == State::kIdle) {
@@ -122,9 +122,11 @@ void MemoryRegion::OnDrained(void* self) {
             region->slot_ = 0;
         }
         region->state_ = region->after_drain_;
-        done = std::move(region->drain_done_);
+        waiters.swap(region->drain_waiters_);
     }
-    if (done) done(STATUS_SUCCESS);
+    // The last waiter may be a close that destroys the MR: nothing of `region` is touched from here.
+    for (DrainDone& done : waiters)
+        if (done) done(STATUS_SUCCESS);
 }
 
 NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array,
@@ -191,27 +193,29 @@ NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_
 }
 
 NTSTATUS MemoryRegion::Shutdown(DrainDone done) {
-    std::unique_lock lock(mutex_);
+    std::lock_guard lock(mutex_);
+    if (state_ == State::kDraining) {  // an invalidation or deregistration is draining: close after it
+        drain_waiters_.push_back(std::move(done));
+        return STATUS_PENDING;
+    }
     if (state_ != State::kRegistered && state_ != State::kFastRegistered) return STATUS_SUCCESS;
-    drain_done_ = std::move(done);
-    return RetireLocked(lock, State::kIdle);
+    drain_waiters_.push_back(std::move(done));
+    return RetireLocked(State::kIdle);
 }
 
-NTSTATUS MemoryRegion::InvalidateRegistration(bool wait_for_drain) {
-    std::unique_lock lock(mutex_);
+NTSTATUS MemoryRegion::InvalidateRegistration(PendHook will_pend, DrainDone done) {
+    std::lock_guard lock(mutex_);
     if (!fast_register_) return WrongState("NdkInvalidate of an MR registered by NdkRegisterMr (TOK-16, AMB-07)");
     if (state_ != State::kFastRegistered) return WrongState("NdkInvalidate: the MR is not fast-registered");
     if (bound_windows() != 0) return WrongState("NdkInvalidate: memory windows are bound to the MR");
-    if (RetireLocked(lock, State::kFastInitialized) == STATUS_PENDING && wait_for_drain) {
-        // Lookups fail already; accesses in flight each finish within one copy. Completing only after them
-        // means a consumer may free the memory once it sees the invalidate completion.
-        while (state() == State::kDraining) std::this_thread::yield();
-    }
-    return STATUS_SUCCESS;
+    // Lookups fail at once; the completion waits for accesses in flight (FR-22), so a consumer may free the
+    // memory once it sees it.
+    drain_waiters_.push_back(std::move(done));
+    return RetireLocked(State::kFastInitialized, will_pend);
 }
 
-NTSTATUS MemoryRegion::Invalidate() {
-    return InvalidateRegistration(true);
+NTSTATUS MemoryRegion::Invalidate(PendHook will_pend, DrainDone done) {
+    return InvalidateRegistration(will_pend, std::move(done));
 }
 
 NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
@@ -219,8 +223,9 @@ NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
         std::lock_guard lock(mutex_);
         if (token != token_pair_.remote && token != token_pair_.local) return STATUS_INVALID_HANDLE;
     }
-    // From inside a delivery, which may itself hold a reference: never wait here.
-    return InvalidateRegistration(false);
+    // From inside a delivery, which may itself hold a reference: nobody waits for this drain.
+    const NTSTATUS status = InvalidateRegistration({}, nullptr);
+    return status == STATUS_PENDING ? STATUS_SUCCESS : status;
 }
 
 NTSTATUS MemoryRegion::InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits) {

@@ -24,6 +24,16 @@ struct RegistrationLimits {
 
 class LogicalAddressSpace;
 
+// Called under an MR's or MW's lock when an invalidation will finish later, before its completion can run: the
+// QP takes the completion's place in its order there (CB-12: the call returns, the completion follows).
+struct PendHook {
+    void (*function)(void* context) = nullptr;
+    void* context = nullptr;
+    void operator()() const {
+        if (function != nullptr) function(context);
+    }
+};
+
 class MemoryRegion : public Invalidatable {
 public:
     enum class State { kIdle, kBusy, kRegistered, kFastInitialized, kFastRegistered, kDraining };
@@ -42,8 +52,8 @@ public:
     // MR-18/19. STATUS_SUCCESS when no work holds the tokens; otherwise STATUS_PENDING and `done` runs when the
     // last reference is released.
     NTSTATUS Deregister(DrainDone done);
-    // Close: retires whatever is published (registration or fast registration); STATUS_PENDING while work
-    // holds it, then `done` runs.
+    // Close: retires whatever is published (registration or fast registration), or joins a drain under way;
+    // STATUS_PENDING while work holds it, then `done` runs.
     NTSTATUS Shutdown(DrainDone done);
     // FR-01 … FR-07. Re-initialisation of an initialised (not fast-registered) MR is allowed (AMB-10).
     NTSTATUS InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits);
@@ -52,9 +62,10 @@ public:
     // tokens. Inline failures leave the MR unchanged.
     NTSTATUS FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array, ULONG page_count,
                           ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags, const RegistrationLimits& limits);
-    // FR-22 / TOK-16: NdkInvalidate of a fast-registered MR. The tokens die at once; returns once in-flight
-    // accesses have drained.
-    NTSTATUS Invalidate();
+    // FR-22 / TOK-16: NdkInvalidate of a fast-registered MR. The tokens die at once. STATUS_SUCCESS when nothing
+    // held them; STATUS_PENDING (after `will_pend`) when accesses are in flight: `done` runs once they drained.
+    // Never waits (CB-12).
+    NTSTATUS Invalidate(PendHook will_pend, DrainDone done);
     // TOK-10/11: remote invalidation by the peer's send-and-invalidate (the remote token must match).
     NTSTATUS InvalidateToken(uint32_t token) override;
     // MW-12: windows bound to this MR keep it registered.
@@ -72,8 +83,8 @@ public:
 
 private:
     static void OnDrained(void* self);
-    NTSTATUS RetireLocked(std::unique_lock<std::mutex>& lock, State after);
-    NTSTATUS InvalidateRegistration(bool wait_for_drain);
+    NTSTATUS RetireLocked(State after, PendHook will_pend = {});
+    NTSTATUS InvalidateRegistration(PendHook will_pend, DrainDone done);
 
     TokenTable& tokens_;
     const bool fast_register_;
@@ -85,7 +96,7 @@ private:
     std::vector<uint8_t*> pages_;  // capacity kept across registrations (like a hardware MTT)
     uint32_t fast_page_capacity_ = 0;
     bool fast_remote_access_ = false;
-    DrainDone drain_done_;
+    std::vector<DrainDone> drain_waiters_;  // run when the drain under way ends
     State after_drain_ = State::kIdle;
     std::atomic<uint32_t> bound_windows_{0};
 };

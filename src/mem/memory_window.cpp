@@ -1,7 +1,5 @@
 #include "mem/memory_window.h"
 
-#include <thread>
-
 #include "common/last_error.h"
 
 namespace softndk::mem {
@@ -80,29 +78,41 @@ void MemoryWindow::FinishUnbind(std::unique_lock<std::mutex>& lock) {
     region_->RemoveBoundWindow();
     region_ = nullptr;
     Unbound unbound = std::move(on_unbound_);
+    std::vector<DrainDone> waiters;
+    waiters.swap(drain_waiters_);
     state_ = State::kUnbound;
     lock.unlock();
     if (unbound) unbound();
+    for (DrainDone& done : waiters)
+        if (done) done(STATUS_SUCCESS);
 }
 
-NTSTATUS MemoryWindow::Invalidate() {
-    return Unbind(true);
-}
-
-NTSTATUS MemoryWindow::Unbind(bool wait_for_drain) {
+NTSTATUS MemoryWindow::Invalidate(PendHook will_pend, DrainDone done) {
     std::unique_lock lock(mutex_);
     if (state_ != State::kBound) {
         SetLastErrorText("NdkInvalidate: the window is not bound");
         return STATUS_INVALID_DEVICE_STATE;
     }
+    drain_waiters_.push_back(std::move(done));  // as for MRs: complete only after accesses in flight
+    return UnbindLocked(lock, will_pend);
+}
+
+NTSTATUS MemoryWindow::Shutdown(DrainDone done) {
+    std::unique_lock lock(mutex_);
+    if (state_ == State::kUnbound) return STATUS_SUCCESS;
+    drain_waiters_.push_back(std::move(done));
+    if (state_ == State::kDraining) return STATUS_PENDING;
+    return UnbindLocked(lock, {});
+}
+
+// The lock is held across the retire, so the drain hook (which takes it) cannot run before `will_pend` has.
+NTSTATUS MemoryWindow::UnbindLocked(std::unique_lock<std::mutex>& lock, PendHook will_pend) {
     state_ = State::kDraining;
-    lock.unlock();
     if (!tokens_.Retire(slot_, &MemoryWindow::OnDrained, this)) {
-        if (wait_for_drain)  // as for MRs: complete only after accesses in flight
-            while (state() == State::kDraining) std::this_thread::yield();
-        return STATUS_SUCCESS;
+        will_pend();
+        return STATUS_PENDING;
     }
-    lock.lock();
+    drain_waiters_.clear();  // drained at once: the caller completes inline
     FinishUnbind(lock);
     return STATUS_SUCCESS;
 }
@@ -114,11 +124,10 @@ void MemoryWindow::OnDrained(void* self) {
 }
 
 NTSTATUS MemoryWindow::InvalidateToken(uint32_t token) {
-    {
-        std::lock_guard lock(mutex_);
-        if (token != token_pair_.remote) return STATUS_INVALID_HANDLE;
-    }
-    return Unbind(false);  // from inside a delivery: never wait
+    std::unique_lock lock(mutex_);
+    if (state_ != State::kBound || token != token_pair_.remote) return STATUS_INVALID_HANDLE;
+    const NTSTATUS status = UnbindLocked(lock, {});  // from inside a delivery: nobody waits for this drain
+    return status == STATUS_PENDING ? STATUS_SUCCESS : status;
 }
 
 uint32_t MemoryWindow::RemoteToken() const {

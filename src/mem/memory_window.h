@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include <softndk/wdm.h>
 
@@ -28,15 +29,21 @@ public:
     // bind set, STATUS_INVALID_DEVICE_STATE for an unregistered MR or an already bound window.
     NTSTATUS Bind(MemoryRegion& region, uint64_t virtual_address, uint64_t length, ULONG flags,
                   uint64_t max_window_size, Unbound on_unbound);
-    // MW-13: invalidation; the MR is released when in-flight work has drained.
-    NTSTATUS Invalidate();
+    using DrainDone = MemoryRegion::DrainDone;
+    // MW-13: invalidation. STATUS_SUCCESS when nothing held the window; STATUS_PENDING (after `will_pend`, under
+    // the lock) when accesses are in flight: the MR is released and `done` runs once they drained. Never waits.
+    NTSTATUS Invalidate(PendHook will_pend, DrainDone done);
+    // Close: unbinds a bound window or joins the drain under way. STATUS_SUCCESS when unbound now, else
+    // STATUS_PENDING and `done` runs later.
+    NTSTATUS Shutdown(DrainDone done);
     NTSTATUS InvalidateToken(uint32_t token) override;
     uint32_t RemoteToken() const;
     State state() const;
 
 private:
     static void OnDrained(void* self);
-    NTSTATUS Unbind(bool wait_for_drain);
+    NTSTATUS UnbindLocked(std::unique_lock<std::mutex>& lock, PendHook will_pend);
+    // Runs with the lock held; returns it released. Nothing of the window is touched after the waiters ran.
     void FinishUnbind(std::unique_lock<std::mutex>& lock);
 
     TokenTable& tokens_;
@@ -47,6 +54,7 @@ private:
     TokenTarget target_;
     MemoryRegion* region_ = nullptr;
     Unbound on_unbound_;
+    std::vector<DrainDone> drain_waiters_;
 };
 
 }  // namespace softndk::mem

@@ -1,5 +1,7 @@
 #include "transport/in_process_link.h"
 
+#include <memory>
+
 namespace softndk::transport {
 
 InProcessLink::InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate)
@@ -20,11 +22,21 @@ void InProcessLink::PeerDisconnected(int side) {
     qp_[1 - side]->EnterError(false);
 }
 
-void InProcessLink::Shutdown() {
-    qp_[0]->MarkClosed();
-    qp_[1]->MarkClosed();
-    qp_[0]->WaitIdle();
-    qp_[1]->WaitIdle();
+bool InProcessLink::Shutdown(std::function<void()> on_idle) {
+    // Three arrivals: each QP's gate going idle, and this call's own. Whoever arrives last finishes: this call
+    // by returning true, a late post by running `on_idle`.
+    struct Join {
+        std::atomic<int> remaining{3};
+        std::function<void()> on_idle;
+    };
+    auto join = std::make_shared<Join>();
+    join->on_idle = std::move(on_idle);
+    auto arrive = [join] {
+        if (join->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 && join->on_idle) join->on_idle();
+    };
+    for (engine::QueuePair* qp : qp_)
+        if (qp->Close(arrive)) join->remaining.fetch_sub(1, std::memory_order_acq_rel);
+    return join->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1;
 }
 
 void InProcessLink::Terminate(uint32_t provider_error) {

@@ -25,8 +25,9 @@ public:
     void Establish();
     // Graceful disconnect from `side`: the other side's QP stops sending (no flush, CM-27).
     void PeerDisconnected(int side);
-    // Both QPs stop; returns once no post on either side is running (QP-07/08).
-    void Shutdown();
+    // Both QPs stop taking posts (QP-07/08). True when no post is running on either side now; otherwise
+    // `on_idle` runs once the last one has left, on its thread. Never waits (CB-12).
+    bool Shutdown(std::function<void()> on_idle);
     void Terminate(uint32_t provider_error);
     bool terminated() const { return terminated_.load(std::memory_order_acquire); }
 

@@ -2,7 +2,13 @@
 #include "api/adapter_config.h"
 #include "support/ndk_test_support.h"
 
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace softndk::test {
 namespace {
@@ -37,8 +43,47 @@ TEST_P(AdapterInfoTest, AI_03_MaxRegistrationSizeIsWhatTheMachineCanLockWithNoAr
     EXPECT_LE(info.MaxWindowSize, info.MaxRegistrationSize);
 }
 
-TEST_P(AdapterInfoTest, AI_04_FrmrPageCountAtLeast256) {
-    EXPECT_GE(Info().FRMRPageCount, 256u);
+TEST_P(AdapterInfoTest, FR_23_FrmrPageCountIsWhatTheLockableMemoryBacksBetween16And256) {
+    const NDK_ADAPTER_INFO info = Info();
+    EXPECT_GE(info.FRMRPageCount, 16u);
+    EXPECT_EQ(info.FRMRPageCount, std::clamp<uint64_t>(api::LockableBytes() / PAGE_SIZE, 16, 256));
+}
+
+// Review finding 7: the defaults open for any user. A child without CAP_IPC_LOCK and with a small RLIMIT_MEMLOCK
+// (one page; 64 KiB, the old Linux default) opens an adapter from SoftNdkInitAdapterConfig and sees the limit.
+TEST(AdapterDefaultsTest, FR_23_AI_03_DefaultConfigOpensUnderASmallMemlockLimit) {
+    for (const rlim_t limit : {static_cast<rlim_t>(PAGE_SIZE), static_cast<rlim_t>(64 * 1024)}) {
+        pid_t child = fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+            __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+            __user_cap_data_struct caps[2]{};
+            if (syscall(SYS_capget, &header, caps) != 0) _exit(3);
+            caps[0].effective &= ~(1u << CAP_IPC_LOCK);
+            caps[0].permitted &= ~(1u << CAP_IPC_LOCK);
+            if (syscall(SYS_capset, &header, caps) != 0) _exit(3);
+            rlimit low{limit, limit};
+            if (setrlimit(RLIMIT_MEMLOCK, &low) != 0) _exit(3);
+            SOFTNDK_ADAPTER_CONFIG config;
+            SoftNdkInitAdapterConfig(&config);
+            NDK_ADAPTER* adapter = nullptr;
+            const NTSTATUS status = SoftNdkOpenAdapter(&config, &adapter);
+            if (status != STATUS_SUCCESS) {
+                fprintf(stderr, "child: 0x%08X %s\n", static_cast<unsigned>(status), SoftNdkGetLastErrorText());
+                _exit(1);
+            }
+            NDK_ADAPTER_INFO info{};
+            ULONG size = sizeof(info);
+            adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size);
+            const bool honest = info.MaxRegistrationSize == limit && info.FRMRPageCount >= 16;
+            _exit(SoftNdkCloseAdapter(adapter) == STATUS_SUCCESS && honest ? 0 : 2);
+        }
+        int wstatus = 0;
+        waitpid(child, &wstatus, 0);
+        ASSERT_TRUE(WIFEXITED(wstatus));
+        if (WEXITSTATUS(wstatus) == 3) GTEST_SKIP() << "cannot drop CAP_IPC_LOCK here";
+        EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "RLIMIT_MEMLOCK " << limit << ": the default config must open";
+    }
 }
 
 TEST_P(AdapterInfoTest, AI_07_QP_22_CM_32_AdvertisesOnlyFlagsItHonours) {
@@ -46,7 +91,7 @@ TEST_P(AdapterInfoTest, AI_07_QP_22_CM_32_AdvertisesOnlyFlagsItHonours) {
     EXPECT_NE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED, 0u);
     EXPECT_NE(info.AdapterFlags & NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED, 0u);
     EXPECT_EQ(info.AdapterFlags & ~api::kHonouredAdapterFlags, 0u);
-    EXPECT_EQ(info.RdmaTechnology, NdkiWarp);
+    EXPECT_EQ(info.RdmaTechnology, NdkUndefined) << "no wire is spoken yet: iWARP would be a claim";
 }
 
 TEST_P(AdapterInfoTest, AI_08_HeadersCarryTheNegotiatedVersion) {

@@ -292,13 +292,22 @@ TEST_P(CmTest, CM_06_21_SharedEndpointConnectsToManyAndRefusesADuplicate4Tuple) 
                   second, qp2, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
                   &Completion::OnRequest, &duplicate),
               STATUS_ADDRESS_ALREADY_EXISTS);
-    ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS);
-    EXPECT_EQ(one.Wait(returned), STATUS_CONNECTION_REFUSED);
+    NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+    Completion accepted;
+    NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
+                                                            &Completion::OnRequest, &accepted);
+    EXPECT_EQ(one.Wait(returned), STATUS_SUCCESS);
+    Completion completed;
+    EXPECT_EQ(completed.Wait(
+                  first->Dispatch->NdkCompleteConnect(first, nullptr, nullptr, &Completion::OnRequest, &completed)),
+              STATUS_SUCCESS);
+    EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
     Completion shared_closed;
     NTSTATUS close_returned =
         shared->Dispatch->NdkCloseSharedEndpoint(&shared->Header, &Completion::OnClose, &shared_closed);
-    EXPECT_EQ(close_returned, STATUS_PENDING) << "CM-22: its connectors keep it";
-    for (NDK_OBJECT_HEADER* object : {&first->Header, &second->Header, &passive->Header, &qp1->Header, &qp2->Header})
+    EXPECT_EQ(close_returned, STATUS_PENDING) << "CM-22: its connected connector keeps it";
+    for (NDK_OBJECT_HEADER* object :
+         {&first->Header, &second->Header, &passive->Header, &qp1->Header, &qp2->Header, &passive_qp->Header})
         Close(object);
     EXPECT_EQ(shared_closed.Wait(close_returned), STATUS_SUCCESS);
 }

@@ -136,6 +136,63 @@ TEST_P(QpTest, QP_17_18_SgeCountAndTransferLimits) {
               STATUS_INVALID_PARAMETER);
 }
 
+// Review finding 7: MaxTransferLength bounds receives too.
+TEST_P(QpTest, QP_18_ReceiveLongerThanMaxTransferLengthIsRefused) {
+    NDK_SGE huge = Sge(mr_b_, buffer_b_->data(), Info().MaxTransferLength);
+    NDK_SGE two[2] = {huge, huge};
+    EXPECT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, two, 2), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &huge, 1), STATUS_SUCCESS) << "exactly the limit is fine";
+    qp_b_->Dispatch->NdkFlush(qp_b_);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_CANCELLED);
+    EXPECT_EQ(Pending(cq_b_), 0u) << "the refused receive was never queued";
+}
+
+// Review finding 4: a zero-length READ or WRITE names no memory, so its token is neither looked up nor checked
+// (QP-16 decision, as siw and rxe do): it completes successfully with a garbage token and with a valid one, and
+// the connection lives on.
+TEST_P(QpTest, QP_16_ZeroLengthReadAndWriteDoNotUseTheirToken) {
+    const UINT32 valid = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    const std::vector<uint8_t> before = Snapshot();
+    for (const UINT32 token : {0xDEADBEEFu, 0u, valid}) {
+        NDK_SGE empty = Sge(mr_a_, buffer_a_->data(), 0);
+        EXPECT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, nullptr, 0, 0x1234, token, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "write, token 0x" << std::hex << token;
+        EXPECT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &empty, 1, 0x1234, token, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "write of one empty SGE, token 0x" << std::hex << token;
+        EXPECT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &empty, 1, 0x1234, token, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "read, token 0x" << std::hex << token;
+    }
+    ExpectUnchanged(before);
+    EXPECT_EQ(disconnects_a_.count + disconnects_b_.count, 0) << "no terminate";
+    PostReceive(16);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "the connection still carries traffic";
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS);
+}
+
+// Review finding 7 (CQ-15): a flush that overruns the CQ puts the QP in error; requests then complete flushed.
+TEST_P(QpTest, CQ_15_FlushedReceivesOverrunningTheCqPutTheQpInError) {
+    NDK_CQ* tiny = CreateCq(2, &cq_events_b_);
+    Completion made;
+    NDK_QP* qp = nullptr;
+    ASSERT_EQ(made.Wait(pd_->Dispatch->NdkCreateQp(pd_, tiny, cq_a_, nullptr, 8, 8, 1, 1, 0, &Completion::OnCreate,
+                                                   &made, &qp)),
+              STATUS_SUCCESS);
+    if (qp == nullptr) qp = reinterpret_cast<NDK_QP*>(made.object());
+    NDK_QP* peer = CreateQp(cq_b_, cq_b_, nullptr);
+    Connectors connectors = ConnectQps(peer, qp);
+    ASSERT_NE(connectors.passive, nullptr);
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 8);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(qp->Dispatch->NdkReceive(qp, nullptr, &receive, 1), STATUS_SUCCESS);
+    qp->Dispatch->NdkFlush(qp);  // three cancelled receives into a CQ of two
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    EXPECT_EQ(qp->Dispatch->NdkSend(qp, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED) << "the QP is in error after the overrun";
+    for (NDK_CONNECTOR* connector : {connectors.active, connectors.passive}) Close(&connector->Header);
+    for (NDK_OBJECT_HEADER* object : {&qp->Header, &peer->Header, &tiny->Header}) Close(object);
+}
+
 TEST_P(QpTest, QP_01_ReceivesHonourTheQpsMaxReceiveRequestSge) {
     NDK_SGE sges[5];
     for (NDK_SGE& sge : sges) sge = Sge(mr_b_, buffer_b_->data(), 8);

@@ -109,8 +109,11 @@ TEST_P(DataPathRaceTest, LIFE_InvalidationRacingInboundWritesNeverFreesMemoryUnd
         writers.current_base = kBase;
         writers.current_token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
         std::this_thread::yield();
-        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast->Header, NDK_OP_FLAG_SILENT_SUCCESS),
-                  STATUS_SUCCESS);
+        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast->Header, 0), STATUS_SUCCESS);
+        // FR-22: the completion comes once the accesses in flight have drained; only then is the memory free.
+        const NDK_RESULT_EX invalidated = Poll(cq_b_);
+        ASSERT_EQ(invalidated.Status, STATUS_SUCCESS);
+        ASSERT_EQ(invalidated.Type, NdkOperationTypeInvalidate);
         adapter_->Dispatch->NdkReleaseLAM(adapter_, lam);  // LAM-12: no request uses it any more
         ExFreePool(memory);
         IoFreeMdl(mdl);
