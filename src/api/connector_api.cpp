@@ -19,7 +19,9 @@ void IndicateDisconnectLocked(Connection& connection, int side) {
     if (connector == nullptr || connection.disconnect_indicated[side] || connection.disconnect_called[side]) return;
     connection.disconnect_indicated[side] = true;
     if (connector->disconnect_event == nullptr && connector->disconnect_event_ex == nullptr) return;
-    connector->lifetime.AddRef();
+    // The connector may be closing on another thread with its last reference gone (its teardown waits for this
+    // mutex): then it hears nothing more.
+    if (!connector->lifetime.TryAddRef()) return;
     connector->adapter->executor->Post([connector] {
         if (connector->disconnect_event_ex != nullptr)
             connector->disconnect_event_ex(connector->disconnect_context, 0);  // CM-30: no reason supplied

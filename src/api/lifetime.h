@@ -27,6 +27,14 @@ public:
     }
 
     void AddRef() { refs_.fetch_add(1, std::memory_order_relaxed); }
+    // For a holder that reaches the object through something other than a reference (a peer's record): takes a
+    // reference unless the last one is already gone and the teardown is under way.
+    bool TryAddRef() {
+        uint32_t refs = refs_.load(std::memory_order_acquire);
+        while (refs != 0)
+            if (refs_.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) return true;
+        return false;
+    }
     void Release() {
         if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(false);
     }

@@ -1,7 +1,5 @@
 #include "transport/in_process_link.h"
 
-#include <memory>
-
 namespace softndk::transport {
 
 InProcessLink::InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate)
@@ -23,20 +21,37 @@ void InProcessLink::PeerDisconnected(int side) {
 }
 
 bool InProcessLink::Shutdown(std::function<void()> on_idle) {
-    // Three arrivals: each QP's gate going idle, and this call's own. Whoever arrives last finishes: this call
-    // by returning true, a late post by running `on_idle`.
-    struct Join {
-        std::atomic<int> remaining{3};
-        std::function<void()> on_idle;
-    };
-    auto join = std::make_shared<Join>();
-    join->on_idle = std::move(on_idle);
-    auto arrive = [join] {
-        if (join->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 && join->on_idle) join->on_idle();
-    };
+    {
+        std::lock_guard lock(mutex_);
+        if (idle_) return true;
+        if (shut_down_) {  // the first call's arrivals run this action too
+            if (on_idle) waiters_.push_back(std::move(on_idle));
+            return false;
+        }
+        shut_down_ = true;
+        arrivals_pending_ = 3;
+        first_action_ = std::move(on_idle);
+    }
     for (engine::QueuePair* qp : qp_)
-        if (qp->Close(arrive)) join->remaining.fetch_sub(1, std::memory_order_acq_rel);
-    return join->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1;
+        if (qp->Close([this] { Arrive(false); })) Arrive(false);
+    return Arrive(true);
+}
+
+bool InProcessLink::Arrive(bool by_first_caller) {
+    std::function<void()> first;
+    std::vector<std::function<void()>> waiters;
+    {
+        std::lock_guard lock(mutex_);
+        if (--arrivals_pending_ != 0) return false;
+        idle_ = true;
+        first = std::move(first_action_);
+        waiters.swap(waiters_);
+    }
+    // The first caller learns of it from the return value; everybody else through their action. The actions may
+    // release the last reference to this link: nothing of it is touched from here.
+    if (!by_first_caller && first) first();
+    for (const std::function<void()>& waiter : waiters) waiter();
+    return true;
 }
 
 void InProcessLink::Terminate(uint32_t provider_error) {

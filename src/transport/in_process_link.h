@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
+#include <vector>
 
 #include "engine/queue_pair.h"
 #include "engine/transport.h"
@@ -26,7 +28,8 @@ public:
     // Graceful disconnect from `side`: the other side's QP stops sending (no flush, CM-27).
     void PeerDisconnected(int side);
     // Both QPs stop taking posts (QP-07/08). True when no post is running on either side now; otherwise
-    // `on_idle` runs once the last one has left, on its thread. Never waits (CB-12).
+    // `on_idle` runs once the last one has left, on its thread. Never waits (CB-12). Only the first call touches
+    // the QPs (a later one may come after a QP was closed); later calls join its wait.
     bool Shutdown(std::function<void()> on_idle);
     void Terminate(uint32_t provider_error);
     bool terminated() const { return terminated_.load(std::memory_order_acquire); }
@@ -52,8 +55,17 @@ private:
         int side_;
     };
 
+    // One arrival per QP gate going idle, one for the first Shutdown call itself; the last finishes the join.
+    bool Arrive(bool by_first_caller);
+
     engine::QueuePair* qp_[2];
     End ends_[2];
+    std::mutex mutex_;  // the shutdown join, never on the post path
+    bool shut_down_ = false;
+    bool idle_ = false;
+    int arrivals_pending_ = 0;
+    std::function<void()> first_action_;
+    std::vector<std::function<void()>> waiters_;
     TerminateHook on_terminate_;
     std::atomic<bool> terminated_{false};
 };

@@ -20,7 +20,7 @@ protected:
 };
 SOFTNDK_ALL_MODES(CmTest);
 
-TEST_P(CmTest, CM_01_ObjectsCarryTheirTypes) {
+TEST_P(CmTest, CM_01_15_ObjectsCarryTheirTypesAndOneConnectEventPerRequest) {
     EXPECT_EQ(connector_a_->Header.ObjectType, NdkObjectTypeConnector);
     EXPECT_EQ(connector_b_->Header.ObjectType, NdkObjectTypeConnector);
     EXPECT_EQ(listener_->Header.ObjectType, NdkObjectTypeListener);
@@ -199,7 +199,7 @@ TEST_P(CmTest, CM_16_PausedListenerActsAsIfAbsent) {
     for (NDK_OBJECT_HEADER* object : {&connector->Header, &again->Header, &passive->Header, &qp->Header}) Close(object);
 }
 
-TEST_P(CmTest, CM_19_22_23_ListenerEndpointLivesUntilItsConnectorsClose) {
+TEST_P(CmTest, CM_18_19_22_23_ListenerEndpointLivesUntilItsConnectorsClose) {
     const uint16_t port = ListenerPort();
     Completion closed;
     NTSTATUS returned = listener_->Dispatch->NdkCloseListener(&listener_->Header, &Completion::OnClose, &closed);
@@ -341,10 +341,92 @@ TEST_P(CmTest, CM_31_Ipv6ConnectionsWork) {
         sizeof(address), 1, 1, nullptr, 0, &Completion::OnRequest, &done);
     ASSERT_TRUE(WaitFor([&] { return events.incoming.load() != nullptr; }));
     NDK_CONNECTOR* passive = events.incoming;
-    ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS);
-    EXPECT_EQ(done.Wait(returned), STATUS_CONNECTION_REFUSED);
-    for (NDK_OBJECT_HEADER* object : {&connector->Header, &passive->Header, &listener->Header, &qp->Header})
+    // Established over ::1: accept, complete, move data both ways, disconnect gracefully.
+    NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+    DisconnectEvents passive_disconnects;
+    Completion accepted;
+    NTSTATUS accept_returned =
+        passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, &DisconnectEvents::OnDisconnect,
+                                     &passive_disconnects, &Completion::OnRequest, &accepted);
+    ASSERT_EQ(done.Wait(returned), STATUS_SUCCESS);
+    Completion completed;
+    ASSERT_EQ(completed.Wait(connector->Dispatch->NdkCompleteConnect(connector, nullptr, nullptr,
+                                                                     &Completion::OnRequest, &completed)),
+              STATUS_SUCCESS);
+    ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    SOCKADDR_IN6 peer{};
+    ULONG peer_length = sizeof(peer);
+    ASSERT_EQ(connector->Dispatch->NdkGetPeerAddress(connector, reinterpret_cast<PSOCKADDR>(&peer), &peer_length),
+              STATUS_SUCCESS);
+    EXPECT_EQ(peer.sin6_family, AF_INET6);
+    EXPECT_EQ(std::memcmp(&peer.sin6_addr, &in6addr_loopback, sizeof(peer.sin6_addr)), 0);
+    std::memset(buffer_a_->data(), 0x66, 32);
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);
+    ASSERT_EQ(passive_qp->Dispatch->NdkReceive(passive_qp, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE send = Sge(mr_a_, buffer_a_->data(), 32);
+    ASSERT_EQ(qp->Dispatch->NdkSend(qp, nullptr, &send, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    const NDK_RESULT_EX received = Poll(cq_b_);
+    EXPECT_EQ(received.Status, STATUS_SUCCESS);
+    EXPECT_EQ(received.BytesTransferred, 32u);
+    EXPECT_EQ(buffer_b_->data()[31], 0x66);
+    std::memset(buffer_b_->data() + 100, 0x77, 16);
+    NDK_SGE write = Sge(mr_b_, buffer_b_->data() + 100, 16);
+    ASSERT_EQ(passive_qp->Dispatch->NdkWrite(passive_qp, nullptr, &write, 1, RemoteAddress(*buffer_a_, 200),
+                                             mr_a_->Dispatch->NdkGetRemoteTokenFromMr(mr_a_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(buffer_a_->data()[215], 0x77);
+    Completion disconnected;
+    NTSTATUS disconnect_returned = connector->Dispatch->NdkDisconnect(connector, &Completion::OnRequest, &disconnected);
+    ASSERT_TRUE(WaitFor([&] { return passive_disconnects.count == 1; }));
+    Completion passive_disconnected;
+    EXPECT_EQ(passive_disconnected.Wait(
+                  passive->Dispatch->NdkDisconnect(passive, &Completion::OnRequest, &passive_disconnected)),
+              STATUS_SUCCESS);
+    EXPECT_EQ(disconnected.Wait(disconnect_returned), STATUS_SUCCESS);
+    for (NDK_OBJECT_HEADER* object :
+         {&connector->Header, &passive->Header, &listener->Header, &qp->Header, &passive_qp->Header})
         Close(object);
+}
+
+// CM-17: a shared endpoint on an address the adapter does not have, or on a bound port, fails as the page says.
+TEST_P(CmTest, CM_17_SharedEndpointOnAForeignAddressOrABoundPortFails) {
+    Completion created;
+    NDK_SHARED_ENDPOINT* shared = nullptr;
+    SOCKADDR_IN foreign = Loopback(0);
+    foreign.sin_addr.s_addr = htonl(0xC0A80001);
+    EXPECT_EQ(created.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(adapter_, reinterpret_cast<PSOCKADDR>(&foreign),
+                                                                       sizeof(foreign), &Completion::OnCreate, &created,
+                                                                       &shared)),
+              STATUS_INVALID_ADDRESS);
+    EXPECT_EQ(shared, nullptr);
+    Completion taken_created;
+    SOCKADDR_IN taken = Loopback(ListenerPort());
+    EXPECT_EQ(taken_created.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(
+                  adapter_, reinterpret_cast<PSOCKADDR>(&taken), sizeof(taken), &Completion::OnCreate, &taken_created,
+                  &shared)),
+              STATUS_SHARING_VIOLATION);
+    EXPECT_EQ(shared, nullptr);
+}
+
+// CM-20: a plain NdkConnect's own endpoint holds one reference, dropped when the connector closes.
+TEST_P(CmTest, CM_20_ConnectorsOwnEndpointIsReleasedWhenItCloses) {
+    SOCKADDR_IN local{};
+    ULONG length = sizeof(local);
+    ASSERT_EQ(connector_a_->Dispatch->NdkGetLocalAddress(connector_a_, reinterpret_cast<PSOCKADDR>(&local), &length),
+              STATUS_SUCCESS);
+    cm::Endpoint endpoint;
+    ASSERT_EQ(cm::EndpointFromSockaddr(reinterpret_cast<SOCKADDR*>(&local), sizeof(local), &endpoint), STATUS_SUCCESS);
+    EXPECT_EQ(cm::Fabric::Instance().References(endpoint), 1u) << "the connector's own endpoint";
+    Close(&connector_a_->Header);
+    connector_a_ = nullptr;
+    EXPECT_EQ(cm::Fabric::Instance().References(endpoint), 0u) << "released with the connector";
+    ConnectEvents events;
+    uint16_t port = 0;
+    NDK_LISTENER* reuse = Listen(&events, ntohs(local.sin_port), &port);
+    EXPECT_EQ(port, ntohs(local.sin_port)) << "the port is free again";
+    Close(&reuse->Header);
 }
 
 TEST_P(CmTest, CM_07_CompleteConnectWithoutAConnectIsConnectionInvalid) {

@@ -1,6 +1,6 @@
 // Fault injection on every asynchronous function of the data path and connection management (CB-03): the
-// injected failure arrives inline or through the completion, and the next call works. Each rule fires on the
-// call after those the fixture's own set-up makes.
+// injected failure arrives inline or through the completion, and the next call of the same function, on the same
+// objects, works. Each rule fires on the call after those the fixture's own set-up makes.
 #include "support/connected_pair.h"
 
 namespace softndk::test {
@@ -49,6 +49,24 @@ public:
     void Start() { SetUp(); }
     void Finish() { TearDown(); }
     void Run();
+    // The next call after an injected NdkConnect* failure: the connect from `active` goes through the fixture's
+    // listener, is accepted on a new QP and completed. The passive connector and QP are closed here.
+    void ExpectConnects(NDK_CONNECTOR* active, NTSTATUS connect_returned, Completion& connected) {
+        ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+        NDK_CONNECTOR* passive = connect_events_.incoming.exchange(nullptr);
+        NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+        Completion accepted;
+        NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
+                                                                &Completion::OnRequest, &accepted);
+        EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS) << "the retry connects";
+        Completion completed;
+        EXPECT_EQ(completed.Wait(active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest,
+                                                                      &completed)),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        Close(&passive->Header);
+        Close(&passive_qp->Header);
+    }
 };
 
 void Scenario::Run() {
@@ -75,6 +93,13 @@ void Scenario::Run() {
             pd_->Dispatch->NdkCreateSrq(pd_, 4, 1, 0, nullptr, nullptr, nullptr, &Completion::OnCreate, &made, &srq);
         if (function == "NdkCreateSrq") {
             ExpectInjected(returned, made);
+            Completion again;
+            NDK_SRQ* retried = nullptr;
+            EXPECT_EQ(again.Wait(pd_->Dispatch->NdkCreateSrq(pd_, 4, 1, 0, nullptr, nullptr, nullptr,
+                                                             &Completion::OnCreate, &again, &retried)),
+                      STATUS_SUCCESS);
+            if (retried == nullptr) retried = reinterpret_cast<NDK_SRQ*>(again.object());
+            Close(&retried->Header);
             return;
         }
         ASSERT_EQ(made.Wait(returned), STATUS_SUCCESS);
@@ -84,15 +109,28 @@ void Scenario::Run() {
             ExpectInjected(pd_->Dispatch->NdkCreateQpWithSrq(pd_, cq_a_, cq_a_, srq, nullptr, 4, 1, 0,
                                                              &Completion::OnCreate, &done, &qp),
                            done);
+            Completion again;
+            EXPECT_EQ(again.Wait(pd_->Dispatch->NdkCreateQpWithSrq(pd_, cq_a_, cq_a_, srq, nullptr, 4, 1, 0,
+                                                                   &Completion::OnCreate, &again, &qp)),
+                      STATUS_SUCCESS);
+            if (qp == nullptr) qp = reinterpret_cast<NDK_QP*>(again.object());
+            Close(&qp->Header);
         } else {
             Completion done;
             ExpectInjected(srq->Dispatch->NdkModifySrq(srq, 8, 0, &Completion::OnRequest, &done), done);
+            Completion again;
+            EXPECT_EQ(again.Wait(srq->Dispatch->NdkModifySrq(srq, 8, 0, &Completion::OnRequest, &again)),
+                      STATUS_SUCCESS);
         }
         Close(&srq->Header);
     } else if (function == "NdkCreateMw") {
         Completion done;
         NDK_MW* mw = nullptr;
         ExpectInjected(pd_->Dispatch->NdkCreateMw(pd_, &Completion::OnCreate, &done, &mw), done);
+        Completion again;
+        EXPECT_EQ(again.Wait(pd_->Dispatch->NdkCreateMw(pd_, &Completion::OnCreate, &again, &mw)), STATUS_SUCCESS);
+        if (mw == nullptr) mw = reinterpret_cast<NDK_MW*>(again.object());
+        Close(&mw->Header);
     } else if (function == "NdkCreateConnector") {
         Completion done;
         NDK_CONNECTOR* connector = nullptr;
@@ -106,6 +144,12 @@ void Scenario::Run() {
                                                                   &Completion::OnCreate, &done, &listener);
         if (function == "NdkCreateListener") {
             ExpectInjected(returned, done);
+            Completion again;
+            EXPECT_EQ(again.Wait(adapter_->Dispatch->NdkCreateListener(adapter_, &ConnectEvents::OnConnect, nullptr,
+                                                                       &Completion::OnCreate, &again, &listener)),
+                      STATUS_SUCCESS);
+            if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(again.object());
+            Close(&listener->Header);
             return;
         }
         ASSERT_EQ(done.Wait(returned), STATUS_SUCCESS);
@@ -115,6 +159,10 @@ void Scenario::Run() {
         ExpectInjected(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address), sizeof(address),
                                                      &Completion::OnRequest, &listened),
                        listened);
+        Completion again;
+        EXPECT_EQ(again.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                           sizeof(address), &Completion::OnRequest, &again)),
+                  STATUS_SUCCESS);
         Close(&listener->Header);
     } else if (function == "NdkCreateSharedEndpoint") {
         Completion done;
@@ -124,6 +172,13 @@ void Scenario::Run() {
             adapter_->Dispatch->NdkCreateSharedEndpoint(adapter_, reinterpret_cast<PSOCKADDR>(&address),
                                                         sizeof(address), &Completion::OnCreate, &done, &shared),
             done);
+        Completion again;
+        EXPECT_EQ(again.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(
+                      adapter_, reinterpret_cast<PSOCKADDR>(&address), sizeof(address), &Completion::OnCreate, &again,
+                      &shared)),
+                  STATUS_SUCCESS);
+        if (shared == nullptr) shared = reinterpret_cast<NDK_SHARED_ENDPOINT*>(again.object());
+        Close(&shared->Header);
     } else if (function == "NdkResizeCq") {
         Completion done;
         ExpectInjected(cq_a_->Dispatch->NdkResizeCq(cq_a_, 128, &Completion::OnRequest, &done), done);
@@ -132,13 +187,17 @@ void Scenario::Run() {
     } else if (function == "NdkConnect") {
         NDK_CONNECTOR* connector = CreateConnector();
         NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
-        SOCKADDR_IN source = Loopback(0), destination = Loopback(1);
+        SOCKADDR_IN source = Loopback(0), destination = Loopback(ListenerPort());
+        auto connect = [&](Completion& done) {
+            return connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+                                                   reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
+                                                   nullptr, 0, &Completion::OnRequest, &done);
+        };
+        connect_events_.incoming = nullptr;
         Completion done;
-        ExpectInjected(
-            connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
-                                            reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
-                                            nullptr, 0, &Completion::OnRequest, &done),
-            done);
+        ExpectInjected(connect(done), done);
+        Completion again;
+        ExpectConnects(connector, connect(again), again);
         Close(&connector->Header);
         Close(&qp->Header);
     } else if (function == "NdkDisconnect") {
@@ -149,21 +208,34 @@ void Scenario::Run() {
         ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
         ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
         EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "the failed disconnect changed nothing";
+        EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS);
+        Completion again;
+        NTSTATUS again_returned = connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &again);
+        EXPECT_TRUE(WaitFor([&] { return disconnects_b_.count == 1; })) << "the retry reached the peer";
+        Completion peer;
+        EXPECT_EQ(peer.Wait(connector_b_->Dispatch->NdkDisconnect(connector_b_, &Completion::OnRequest, &peer)),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(again.Wait(again_returned), STATUS_SUCCESS);
     } else if (function == "NdkConnectWithSharedEndpoint") {
         Completion made;
         NDK_SHARED_ENDPOINT* shared = nullptr;
-        SOCKADDR_IN local = Loopback(0), destination = Loopback(1);
+        SOCKADDR_IN local = Loopback(0), destination = Loopback(ListenerPort());
         ASSERT_EQ(
             made.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(
                 adapter_, reinterpret_cast<PSOCKADDR>(&local), sizeof(local), &Completion::OnCreate, &made, &shared)),
             STATUS_SUCCESS);
         NDK_CONNECTOR* connector = CreateConnector();
         NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+        auto connect = [&](Completion& done) {
+            return connector->Dispatch->NdkConnectWithSharedEndpoint(
+                connector, qp, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
+                &Completion::OnRequest, &done);
+        };
+        connect_events_.incoming = nullptr;
         Completion done;
-        ExpectInjected(connector->Dispatch->NdkConnectWithSharedEndpoint(
-                           connector, qp, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1,
-                           nullptr, 0, &Completion::OnRequest, &done),
-                       done);
+        ExpectInjected(connect(done), done);
+        Completion again;
+        ExpectConnects(connector, connect(again), again);
         for (NDK_OBJECT_HEADER* object : {&connector->Header, &qp->Header, &shared->Header}) Close(object);
     } else if (function == "NdkAccept" || function == "NdkAcceptEx" || function == "NdkCompleteConnect" ||
                function == "NdkCompleteConnectEx") {
@@ -198,8 +270,12 @@ void Scenario::Run() {
         if (function == "NdkAccept" || function == "NdkAcceptEx") {
             Completion failed;
             ExpectInjected(accept(failed), failed);
-            ASSERT_EQ(passive->Dispatch->NdkReject(passive, nullptr, 0), STATUS_SUCCESS) << "nothing was accepted";
-            EXPECT_EQ(connected.Wait(connect_returned), STATUS_CONNECTION_REFUSED);
+            Completion accepted;
+            NTSTATUS accept_returned = accept(accepted);
+            EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS) << "the retried accept went through";
+            Completion completed;
+            EXPECT_EQ(completed.Wait(complete(completed)), STATUS_SUCCESS);
+            EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
         } else {
             Completion accepted;
             NTSTATUS accept_returned = accept(accepted);

@@ -45,7 +45,7 @@ protected:
 };
 SOFTNDK_ALL_MODES(FastRegisterTest);
 
-TEST_P(FastRegisterTest, FR_08_24_TOK_03_FullSequenceWithNewTokensAndStaleTokenFailing) {
+TEST_P(FastRegisterTest, FR_08_18_19_24_TOK_03_FullSequenceWithNewTokensAndStaleTokenFailing) {
     std::memset(buffer_a_->data(), 0x5A, 64);
     // FR-18/19: registered, completion of type FastRegister, token available.
     ASSERT_EQ(FastRegister(kPages, 0x10, 2 * PAGE_SIZE, kBase + 0x10, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
@@ -84,7 +84,7 @@ TEST_P(FastRegisterTest, FR_16_RemoteFlagsOnAnMrWithoutRemoteAccessFailAccessVio
     Close(&local_only->Header);
 }
 
-TEST_P(FastRegisterTest, FR_09_13_BadPageListsFboLengthAndBaseAreRefusedInline) {
+TEST_P(FastRegisterTest, FR_09_10_12_13_15_BadPageListsFboLengthBaseAndFlagsAreRefusedInline) {
     EXPECT_EQ(FastRegister(kPages + 1, 0, PAGE_SIZE, kBase, 0), STATUS_INVALID_PARAMETER) << "more than initialised";
     EXPECT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE + 1, kBase, 0), STATUS_INVALID_PARAMETER) << "FR-12";
     EXPECT_EQ(FastRegister(kPages, 8, kPages * PAGE_SIZE - 7, kBase + 8, 0), STATUS_INVALID_PARAMETER) << "FR-12";
@@ -104,13 +104,68 @@ TEST_P(FastRegisterTest, FR_09_13_BadPageListsFboLengthAndBaseAreRefusedInline) 
     EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0), STATUS_INVALID_DEVICE_STATE) << "registered already";
 }
 
+// FR-21: with RDMA_READ_SINK_NOT_REQUIRED advertised, READ_SINK never fails a fast-register, and a region
+// registered without it is a read sink all the same.
+TEST_P(FastRegisterTest, FR_21_ReadSinkFlagNeverFailsAndIsNotNeeded) {
+    ASSERT_NE(Info().AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED, 0u);
+    for (const ULONG flags :
+         {ULONG{NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_RDMA_READ_SINK}, ULONG{NDK_OP_FLAG_ALLOW_LOCAL_WRITE}}) {
+        ASSERT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, flags), STATUS_SUCCESS) << std::hex << flags;
+        EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS);
+        std::memset(buffer_a_->data(), 0x5A, 64);
+        std::memset(buffer_b_->data(), 0, 64);
+        NDK_SGE sink{};
+        sink.LogicalAddress.QuadPart = static_cast<LONGLONG>(kBase);
+        sink.Length = 64;
+        sink.MemoryRegionToken = fast_->Dispatch->NdkGetLocalTokenFromMr(fast_);
+        ASSERT_EQ(qp_b_->Dispatch->NdkRead(qp_b_, nullptr, &sink, 1, RemoteAddress(*buffer_a_),
+                                           mr_a_->Dispatch->NdkGetRemoteTokenFromMr(mr_a_), 0),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_b_).Status, STATUS_SUCCESS) << "a read into the fast MR, flags 0x" << std::hex << flags;
+        EXPECT_EQ(buffer_b_->data()[63], 0x5A);
+        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_b_).Type, NdkOperationTypeInvalidate);
+    }
+}
+
+// FR-22: NdkInvalidate accepts SILENT_SUCCESS, READ_FENCE and DEFER, and nothing else.
+TEST_P(FastRegisterTest, FR_22_InvalidateAcceptsExactlyItsFlags) {
+    for (const ULONG flag : {ULONG{NDK_OP_FLAG_INLINE}, ULONG{NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT},
+                             ULONG{NDK_OP_FLAG_ALLOW_REMOTE_READ}, ULONG{0x80000000u}}) {
+        ASSERT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0), STATUS_SUCCESS);
+        Poll(cq_b_);
+        EXPECT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, flag), STATUS_INVALID_PARAMETER)
+            << "flag 0x" << std::hex << flag;
+        EXPECT_EQ(Pending(cq_b_), 0u) << "refused inline: no completion (CB-17)";
+        EXPECT_NE(fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_), 0u) << "still registered";
+        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+        Poll(cq_b_);
+    }
+    for (const ULONG flags : {ULONG{NDK_OP_FLAG_READ_FENCE}, ULONG{NDK_OP_FLAG_DEFER},
+                              ULONG{NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER}, ULONG{NDK_OP_FLAG_SILENT_SUCCESS}}) {
+        ASSERT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0), STATUS_SUCCESS);
+        Poll(cq_b_);
+        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, reinterpret_cast<PVOID>(0x22), &fast_->Header, flags),
+                  STATUS_SUCCESS)
+            << "flags 0x" << std::hex << flags;
+        if (flags == NDK_OP_FLAG_SILENT_SUCCESS) {
+            EXPECT_EQ(Pending(cq_b_), 0u) << "QP-10: no completion for a silent success";
+        } else {
+            const NDK_RESULT_EX result = Poll(cq_b_);
+            EXPECT_EQ(result.Type, NdkOperationTypeInvalidate);
+            EXPECT_EQ(result.RequestContext, reinterpret_cast<PVOID>(0x22));
+        }
+        EXPECT_EQ(fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_), fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_));
+    }
+}
+
 TEST_P(FastRegisterTest, FR_17_NotConnectedQpRefusesFastRegister) {
     NDK_QP* lone = CreateQp(cq_b_, cq_b_, nullptr);
     EXPECT_EQ(FastRegister(kPages, 0, PAGE_SIZE, kBase, 0, lone), STATUS_CONNECTION_INVALID);
     Close(&lone->Header);
 }
 
-TEST_P(FastRegisterTest, TOK_10_14_SendAndInvalidateInvalidatesBeforeTheCompletion) {
+TEST_P(FastRegisterTest, TOK_10_13_14_SendAndInvalidateInvalidatesBeforeTheCompletion) {
     ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     Poll(cq_b_);
     const UINT32 token = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
@@ -217,6 +272,29 @@ TEST_P(WindowTest, MW_03_09_10_TOK_04_07_BindGivesATokenForTheSubRangeOnly) {
     EXPECT_EQ(WriteFromA(RemoteAddress(*buffer_b_, PAGE_SIZE + 100), token), STATUS_SUCCESS);
     EXPECT_EQ(buffer_b_->data()[PAGE_SIZE + 100], 0x42);
     EXPECT_EQ(WriteFromA(RemoteAddress(*buffer_b_, 0), token), STATUS_REMOTE_RESOURCES) << "outside the window";
+}
+
+// MW-04: the bind's VirtualAddress is an index into the MR, never dereferenced. The MR's MDL carries a fake
+// virtual address over real locked pages; the window is bound and written at fake addresses, and the bytes land in
+// the real pages (ASan would stop any use of the fake address as a pointer).
+TEST_P(WindowTest, MW_04_BindWithAFakeVirtualAddressIsNeverDereferenced) {
+    constexpr uint64_t kFake = 0x7E0000000000ull;  // nothing is mapped there
+    MDL* mdl = MakeMdl(kFake, kPages * PAGE_SIZE,
+                       {buffer_b_->pfn(0), buffer_b_->pfn(1), buffer_b_->pfn(2), buffer_b_->pfn(3)});
+    NDK_MR* fake = CreateMr(false);
+    ASSERT_EQ(Register(fake, mdl, kPages * PAGE_SIZE, NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    ASSERT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, nullptr, fake, mw_, reinterpret_cast<PVOID>(kFake + PAGE_SIZE), PAGE_SIZE,
+                                       NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).Type, NdkOperationTypeBind);
+    std::memset(buffer_a_->data(), 0x6B, 64);
+    EXPECT_EQ(WriteFromA(kFake + PAGE_SIZE + 8, mw_->Dispatch->NdkGetRemoteTokenFromMw(mw_)), STATUS_SUCCESS);
+    EXPECT_EQ(buffer_b_->data()[PAGE_SIZE + 8], 0x6B) << "placed in the real page behind the fake address";
+    EXPECT_EQ(buffer_b_->data()[PAGE_SIZE + 8 + 63], 0x6B);
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &mw_->Header, 0), STATUS_SUCCESS);
+    Poll(cq_b_);
+    Close(&fake->Header);
+    IoFreeMdl(mdl);
 }
 
 TEST_P(WindowTest, MW_07_RightsMustBeASubsetOfTheMrs) {

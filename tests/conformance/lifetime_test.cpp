@@ -82,7 +82,7 @@ TEST_P(LifetimeTest, QP_08_ConnectorCloseRacingPostsIsSafe) {
     Pending(cq_a_);
 }
 
-TEST_P(LifetimeTest, QP_11_ReadFenceOrdersAfterEarlierReads) {
+TEST_P(LifetimeTest, QP_11_InProcessReadLandsBeforeALaterFencedWrite) {
     std::memset(buffer_b_->data(), 0x21, 64);
     NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, reinterpret_cast<PVOID>(1), &sink, 1, RemoteAddress(*buffer_b_),

@@ -335,7 +335,7 @@ VOID RegisterAgainFromCompletion(PVOID context, NTSTATUS) {
     ctx->done = true;
 }
 
-TEST_P(MrTest, MR_21_CallsFromInsideACompletionDoNotBlock) {
+TEST_P(MrTest, MR_21_CB_12_CallsFromInsideACompletionDoNotBlock) {
     LockedBuffer buffer(1);
     ReentrantRegister ctx;
     ctx.mr = CreateMr(false);
