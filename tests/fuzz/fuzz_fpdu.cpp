@@ -82,14 +82,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Check(r.size <= stream.size() && r.size == FpduSize(view.ulpdu.size()));
         if (r.ok()) {
             FuzzHeader(view.ulpdu);
-            // Re-framing the ULPDU gives the same length field and, with CRC on, the same trailer.
+            // Re-framing the ULPDU gives the same length field and, with CRC on and a zero pad, the same
+            // trailer. RFC 5044 §4.1: a receiver ignores the pad's value (the CRC still covers it).
             FpduFraming framing;
             Check(FrameFpdu(view.ulpdu, {}, crc, &framing) == WireStatus::kOk);
             Check(std::memcmp(framing.length.data(), stream.data(), kFpduLengthSize) == 0);
-            if (crc) {
-                Check(std::memcmp(framing.trailer.data() + framing.trailer_size - kFpduCrcSize,
-                                  stream.data() + r.size - kFpduCrcSize, kFpduCrcSize) == 0);
-            }
+            const uint8_t* trailer = stream.data() + kFpduLengthSize + view.ulpdu.size();
+            bool zero_pad = true;
+            for (size_t i = 0; i < FpduPadSize(view.ulpdu.size()); ++i) zero_pad = zero_pad && trailer[i] == 0;
+            if (crc && zero_pad) Check(std::memcmp(framing.trailer.data(), trailer, framing.trailer_size) == 0);
         }
         stream = stream.subspan(r.size);
     }

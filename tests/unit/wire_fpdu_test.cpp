@@ -102,6 +102,17 @@ TEST(WireFpduTest, EveryCorruptedByteIsACrcMismatchAndCrcOffIgnoresTheTrailer) {
     }
 }
 
+TEST(WireFpduTest, NonZeroPadIsIgnoredButCoveredByTheCrc) {
+    // Found by fuzz_fpdu: RFC 5044 §4.1 says the receiver ignores the pad's value, except for the CRC check.
+    std::vector<uint8_t> bytes = {0x00, 0x00, 0x04, 0x41, 0, 0, 0, 0};  // ULPDU length 0, pad 04 41
+    StoreCrcTrailer(Crc32c(bytes.data(), 4), &bytes[4]);
+    FpduView view;
+    ASSERT_EQ(ParseFpdu(bytes, true, &view).status, WireStatus::kOk);
+    EXPECT_TRUE(view.ulpdu.empty());
+    bytes[3] = 0x00;
+    EXPECT_EQ(ParseFpdu(bytes, true, &view).status, WireStatus::kCrcMismatch);
+}
+
 TEST(WireFpduTest, TruncatedAtEveryOffsetNeedsTheWholeFpdu) {
     const std::vector<uint8_t> header = HeaderBytes(MakeSendHeader(RdmapOpcode::kSend, 1, 0, true, 0));
     const std::vector<uint8_t> bytes = Fpdu(header, std::vector<uint8_t>(16), false);
