@@ -94,8 +94,9 @@ struct MpaFrame {
 // Parses one MPA frame of the expected kind from the start of `in`. On kOk, `size` is the frame length; bytes
 // after it belong to the caller (siw-facts §3.4: never treat them as part of the frame).
 // On kMarkersRequested and kEnhancedHeaderMissing the frame is still fully parsed (`out` and `size` valid), so
-// a responder can answer with a Reject that echoes it. On kPrivateDataTooLong and kUnsupportedMpaRevision the
-// fixed header fields of `out` are valid but nothing is consumed (size 0).
+// a responder can answer with a Reject that echoes it. A Reject (Reply with R) with H but without the words is
+// kOk with zero words (siw sends such Rejects). On kPrivateDataTooLong and kUnsupportedMpaRevision the fixed
+// header fields of `out` are valid but nothing is consumed (size 0).
 ParseResult ParseMpaFrame(std::span<const uint8_t> in, MpaFrameKind expected, MpaFrame* out);
 
 // Frames ready to serialise. Revision is 2 when `words` is given, else 1. Reject sets R (RFC 5044 §7.1.1).
@@ -140,6 +141,11 @@ inline constexpr size_t FpduSize(size_t ulpdu_length) {
 // Largest ULPDU whose FPDU fits in one TCP segment of `mss` bytes: RFC 5044 §5.1 MULPDU without markers,
 // EMSS - 6 - (EMSS mod 4), clipped to 65535; 0 if the MSS cannot carry an FPDU.
 size_t MaxUlpduForMss(size_t mss);
+// Payload bytes one FPDU of `mss` can carry behind the header of `header_size` bytes (0 if none).
+inline size_t MaxSegmentPayloadForMss(size_t mss, size_t header_size) {
+    const size_t ulpdu = MaxUlpduForMss(mss);
+    return ulpdu > header_size ? ulpdu - header_size : 0;
+}
 
 // The CRC trailer is the little-endian image of the CRC32c value (siw-facts §3.5/§5; tshark: "Good CRC32").
 void StoreCrcTrailer(uint32_t crc, uint8_t out[4]);

@@ -69,7 +69,12 @@ ParseResult ParseMpaFrame(std::span<const uint8_t> in, MpaFrameKind expected, Mp
     if (out->enhanced) {
         // RFC 6581 §5: with H the first 4 private-data bytes are the IRD and ORD words. Honoured at any revision
         // (lenient, as siw echoes it); our serialiser only sets H with revision 2.
-        if (pd_length < kMpaEnhancedWordsSize) return {WireStatus::kEnhancedHeaderMissing, frame_size};
+        if (pd_length < kMpaEnhancedWordsSize) {
+            // siw rejects "H without words" with a Reject that itself has H and no words (`30 02 0000`): a
+            // Reject ends the negotiation anyway, so it is reported as one (words zero) rather than as malformed.
+            if (expected == MpaFrameKind::kReply && out->reject) return {WireStatus::kOk, frame_size};
+            return {WireStatus::kEnhancedHeaderMissing, frame_size};
+        }
         const uint16_t ird_word = LoadBe16(&pd[0]);
         const uint16_t ord_word = LoadBe16(&pd[2]);
         out->words.ird = ird_word & kMpaMaxIrdOrd;

@@ -22,6 +22,10 @@ void FuzzOne(std::span<const uint8_t> in, MpaFrameKind kind) {
         Check(r.size > in.size());
         return;
     }
+    if (r.status == WireStatus::kOk && frame.enhanced && r.size < kMpaHeaderSize + kMpaEnhancedWordsSize) {
+        Check(frame.reject && kind == MpaFrameKind::kReply);  // siw's Reject with H and no words
+        return;
+    }
     if (r.status == WireStatus::kOk) {
         Check(r.size == MpaFrameSize(frame));
         std::vector<uint8_t> out(MpaFrameSize(frame));

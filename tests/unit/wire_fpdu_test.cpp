@@ -44,6 +44,9 @@ TEST(WireFpduTest, MaxUlpduForMssFollowsRfc5044AndFitsTheSegment) {
     EXPECT_EQ(MaxUlpduForMss(7), 0u);
     EXPECT_EQ(MaxUlpduForMss(8), 2u);
     EXPECT_EQ(MaxUlpduForMss(1u << 20), kFpduMaxUlpdu);
+    EXPECT_EQ(MaxSegmentPayloadForMss(1456, kDdpTaggedHeaderSize), 1436u) << "siw's Write payload per FPDU";
+    EXPECT_EQ(MaxSegmentPayloadForMss(1456, kDdpUntaggedHeaderSize), 1432u);
+    EXPECT_EQ(MaxSegmentPayloadForMss(16, kDdpUntaggedHeaderSize), 0u);
     for (size_t mss = 8; mss < 3000; ++mss) {
         const size_t n = MaxUlpduForMss(mss);
         ASSERT_LE(FpduSize(n), mss) << mss;

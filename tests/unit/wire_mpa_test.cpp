@@ -163,6 +163,32 @@ TEST(WireMpaTest, EnhancedFlagWithoutTheIrdOrdWordsIsRefused) {
     }
 }
 
+TEST(WireMpaTest, SiwRejectWithEnhancedFlagButNoWordsIsStillAReject) {
+    // README: siw answers "rev 2, H, pd_len 0" with `30 02 0000`, then closes.
+    MpaFrame frame;
+    const std::vector<uint8_t> bytes = Header(kMpaReplyKey, kMpaFlagReject | kMpaFlagEnhanced, 2, {});
+    const ParseResult r = ParseMpaFrame(bytes, MpaFrameKind::kReply, &frame);
+    ASSERT_EQ(r.status, WireStatus::kOk);
+    EXPECT_EQ(r.size, bytes.size());
+    EXPECT_TRUE(frame.reject);
+    EXPECT_EQ(frame.words.ird, 0);
+    // The same frame as a request, or without R, is malformed.
+    EXPECT_EQ(ParseMpaFrame(Header(kMpaReplyKey, kMpaFlagEnhanced, 2, {}), MpaFrameKind::kReply, &frame).status,
+              WireStatus::kEnhancedHeaderMissing);
+}
+
+TEST(WireMpaTest, EnhancedWordsAreReadEvenWithRevisionOne) {
+    // Lenient on receive (siw echoes H at any revision); our serialiser only sets H with revision 2.
+    MpaFrame frame;
+    ASSERT_EQ(ParseMpaFrame(Header(kMpaRequestKey, kMpaFlagEnhanced, 1, {0x00, 0x05, 0x00, 0x06}),
+                            MpaFrameKind::kRequest, &frame)
+                  .status,
+              WireStatus::kOk);
+    EXPECT_EQ(frame.words.ird, 5);
+    EXPECT_EQ(frame.words.ord, 6);
+    EXPECT_EQ(MakeMpaRequest(false, &frame.words, {}).revision, 2);
+}
+
 TEST(WireMpaTest, PrivateDataUpTo512IncludingTheWordsIsAcceptedAndLongerIsRefused) {
     MpaFrame frame;
     std::vector<uint8_t> bytes = Header(kMpaRequestKey, kMpaFlagEnhanced, 2, std::vector<uint8_t>(512));
