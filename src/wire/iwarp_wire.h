@@ -287,7 +287,6 @@ inline constexpr uint8_t kRdmapRemoteOperation = 0x2;
 inline constexpr uint8_t kDdpLocalCatastrophic = 0x0;
 inline constexpr uint8_t kDdpTaggedBuffer = 0x1;
 inline constexpr uint8_t kDdpUntaggedBuffer = 0x2;
-inline constexpr uint8_t kDdpRsvd = 0x3;
 inline constexpr uint8_t kLlpMpa = 0x0;
 
 inline constexpr TerminateCause kRdmapCatastrophicLocal{ErrorLayer::kRdmap, kRdmapLocalCatastrophic, 0x00};
