@@ -19,5 +19,7 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target concurrency_tests
 ctest --preset tsan -j "$jobs"
 
+scripts/fuzz.sh 20
+
 echo "== install: headers, library, CMake package, pkg-config"
 scripts/check-install.sh

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the wire-layer libFuzzer targets (MPA parser; FPDU/DDP/RDMAP/Terminate parser) with clang++ and
+# ASan+UBSan straight from the wire sources, seeds them from shared/interop/captures, and runs each for a bounded
+# time. Usage: scripts/fuzz.sh [seconds per target, default 30]. Exits non-zero if a target crashes.
+# Corpora, crash artifacts and binaries stay under build/fuzz (git-ignored).
+set -euo pipefail
+seconds=${1:-30}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$root/build/fuzz
+captures=${SOFTNDK_CAPTURES:-$root/../shared/interop/captures}
+cxx=${SOFTNDK_FUZZ_CXX:-clang++-14}
+if ! command -v "$cxx" >/dev/null; then
+    echo "fuzz.sh: $cxx not found" >&2
+    exit 1
+fi
+mkdir -p "$out/corpus/mpa" "$out/corpus/fpdu" "$out/artifacts"
+common=(-std=c++20 -g -O1 -Wall -Wextra -Werror -I"$root/src" -I"$root/tests")
+wire=("$root"/src/wire/*.cpp)
+sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+
+echo "== fuzz: build"
+"$cxx" "${common[@]}" "$root/tests/fuzz/extract_seeds.cpp" "$root/tests/support/pcap_reader.cpp" "${wire[@]}" \
+    -o "$out/extract_seeds"
+for target in mpa fpdu; do
+    "$cxx" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer "$root/tests/fuzz/fuzz_$target.cpp" "${wire[@]}" \
+        -o "$out/fuzz_$target"
+done
+
+if [[ -d "$captures" ]]; then
+    "$out/extract_seeds" "$captures" "$out/corpus/mpa" "$out/corpus/fpdu"
+else
+    echo "fuzz.sh: no captures at $captures; starting from the existing corpus"
+fi
+
+status=0
+for target in mpa fpdu; do
+    echo "== fuzz: $target for ${seconds}s"
+    if ! "$out/fuzz_$target" -max_total_time="$seconds" -print_final_stats=1 -max_len=4096 \
+        -artifact_prefix="$out/artifacts/$target-" "$out/corpus/$target" 2>"$out/$target.log"; then
+        echo "fuzz.sh: fuzz_$target FAILED; see $out/$target.log and $out/artifacts/" >&2
+        tail -40 "$out/$target.log" >&2
+        status=1
+    else
+        grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+[[:space:]]+DONE)" "$out/$target.log" || true
+    fi
+done
+exit $status
