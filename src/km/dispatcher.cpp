@@ -126,7 +126,8 @@ void RunTimers() {
         }
         auto first = timers.due.begin();
         if (Clock::now() < first->first) {
-            timers.wake.wait_until(lock, first->first);
+            const Clock::time_point due = first->first;  // the node may go while we wait
+            timers.wake.wait_until(lock, due);
             continue;
         }
         KTIMER* timer = first->second;
