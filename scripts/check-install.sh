@@ -19,4 +19,5 @@ LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
 cmake -S tests/install -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$work/cmake/find_package_consumer"
-echo "install check: pkg-config and find_package consumers built and ran"
+LD_LIBRARY_PATH="$libdir" "$work/cmake/km_consumer"
+echo "install check: pkg-config, find_package and kernel-layer (softndk::softndk_km) consumers built and ran"
