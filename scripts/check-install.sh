@@ -19,7 +19,9 @@ LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
 cmake -S tests/install -B "$work/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$work/cmake/find_package_consumer"
+LD_LIBRARY_PATH="$libdir" "$work/cmake/km_consumer"
 # The installed tools run from a non-system prefix with no LD_LIBRARY_PATH (relative run path).
 env -u LD_LIBRARY_PATH "$prefix/bin/ndkinfo" >/dev/null
 env -u LD_LIBRARY_PATH "$prefix/bin/ndkping" -c 1 >/dev/null
-echo "install check: pkg-config and find_package consumers built and ran; installed tools run from $prefix"
+echo "install check: pkg-config, find_package and kernel-layer (softndk::softndk_km) consumers built and ran;"
+echo "installed tools run from $prefix"

@@ -52,7 +52,14 @@ typedef ULONG NDIS_NIC_SWITCH_VPORT_ID;
 #define FALSE 0
 #endif
 #define MAXULONG 0xFFFFFFFFu
+#ifndef CONST
+#define CONST const
+#endif
+/* ntdef.h severity tests: bits 31..30 of the status are 00 success, 01 information, 10 warning, 11 error. */
 #define NT_SUCCESS(Status) (((NTSTATUS)(Status)) >= 0)
+#define NT_INFORMATION(Status) ((((ULONG)(Status)) >> 30) == 1)
+#define NT_WARNING(Status) ((((ULONG)(Status)) >> 30) == 2)
+#define NT_ERROR(Status) ((((ULONG)(Status)) >> 30) == 3)
 
 typedef union _LARGE_INTEGER {
     struct {
@@ -80,18 +87,11 @@ typedef struct _GROUP_AFFINITY {
     USHORT Reserved[3];
 } GROUP_AFFINITY, *PGROUP_AFFINITY;
 
-typedef struct sockaddr SOCKADDR;
-typedef struct sockaddr* PSOCKADDR;
-typedef struct sockaddr_in SOCKADDR_IN;
-typedef struct sockaddr_in6 SOCKADDR_IN6;
-typedef union _SOCKADDR_INET {
-    SOCKADDR_IN Ipv4;
-    SOCKADDR_IN6 Ipv6;
-    sa_family_t si_family;
-} SOCKADDR_INET;
-
 typedef struct _MDL MDL, *PMDL;
 #endif /* SOFTNDK_BASE_TYPES_DEFINED */
+
+/* Winsock-layout SOCKADDR, SOCKADDR_IN(6), SOCKADDR_STORAGE, SOCKADDR_INET, IN_ADDR, IN6_ADDR (issue 9 §1). */
+#include <softndk/ws2def.h>
 
 /* ---- NTSTATUS codes the pages name (declarations §8) ---- */
 #define STATUS_SUCCESS ((NTSTATUS)0x00000000L)
@@ -168,7 +168,7 @@ typedef enum _NDK_OPERATION_TYPE {
     NdkOperationTypeWrite = 0x0040
 } NDK_OPERATION_TYPE;
 
-typedef enum {
+typedef enum _NDK_RDMA_TECHNOLOGY {
     NdkUndefined = 0,
     NdkiWarp = 1,
     NdkInfiniBand = 2,
@@ -552,6 +552,37 @@ SOFTNDK_DECLARE_OBJECT(NDK_CONNECTOR, NDK_CONNECTOR_DISPATCH);
 SOFTNDK_DECLARE_OBJECT(NDK_LISTENER, NDK_LISTENER_DISPATCH);
 SOFTNDK_DECLARE_OBJECT(NDK_SHARED_ENDPOINT, NDK_SHARED_ENDPOINT_DISPATCH);
 #undef SOFTNDK_DECLARE_OBJECT
+
+/* ---- Pointer typedefs kernel consumers spell (PNDK_*) ---- */
+typedef NDK_VERSION* PNDK_VERSION;
+typedef NDK_OBJECT_HEADER* PNDK_OBJECT_HEADER;
+typedef NDK_EXTENSION_INTERFACE* PNDK_EXTENSION_INTERFACE;
+typedef NDK_LOGICAL_ADDRESS* PNDK_LOGICAL_ADDRESS;
+typedef NDK_SGE* PNDK_SGE;
+typedef NDK_RESULT* PNDK_RESULT;
+typedef NDK_RESULT_EX* PNDK_RESULT_EX;
+typedef NDK_LOGICAL_ADDRESS_MAPPING* PNDK_LOGICAL_ADDRESS_MAPPING;
+typedef NDK_ADAPTER_INFO* PNDK_ADAPTER_INFO;
+typedef NDK_ADAPTER* PNDK_ADAPTER;
+typedef NDK_PD* PNDK_PD;
+typedef NDK_CQ* PNDK_CQ;
+typedef NDK_QP* PNDK_QP;
+typedef NDK_SRQ* PNDK_SRQ;
+typedef NDK_MR* PNDK_MR;
+typedef NDK_MW* PNDK_MW;
+typedef NDK_CONNECTOR* PNDK_CONNECTOR;
+typedef NDK_LISTENER* PNDK_LISTENER;
+typedef NDK_SHARED_ENDPOINT* PNDK_SHARED_ENDPOINT;
+typedef NDK_ADAPTER_DISPATCH* PNDK_ADAPTER_DISPATCH;
+typedef NDK_PD_DISPATCH* PNDK_PD_DISPATCH;
+typedef NDK_CQ_DISPATCH* PNDK_CQ_DISPATCH;
+typedef NDK_QP_DISPATCH* PNDK_QP_DISPATCH;
+typedef NDK_SRQ_DISPATCH* PNDK_SRQ_DISPATCH;
+typedef NDK_MR_DISPATCH* PNDK_MR_DISPATCH;
+typedef NDK_MW_DISPATCH* PNDK_MW_DISPATCH;
+typedef NDK_CONNECTOR_DISPATCH* PNDK_CONNECTOR_DISPATCH;
+typedef NDK_LISTENER_DISPATCH* PNDK_LISTENER_DISPATCH;
+typedef NDK_SHARED_ENDPOINT_DISPATCH* PNDK_SHARED_ENDPOINT_DISPATCH;
 
 /* ---- NDIS-side structures (declarations §5.10) ---- */
 typedef struct _NDIS_OBJECT_HEADER {

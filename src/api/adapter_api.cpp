@@ -56,6 +56,7 @@ NTSTATUS QueryAdapterInfo(NDK_ADAPTER* handle, NDK_ADAPTER_INFO* info, ULONG* si
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
     if (adapter == nullptr || size == nullptr)
         return InvalidParameter("NdkQueryAdapterInfo: NULL adapter or pBufferSize");
+    VerifierPassiveEntry("NdkQueryAdapterInfo");  // CB-09: PASSIVE_LEVEL only
     engine::FaultDecision fault = adapter->faults.Check(ProviderFunction::NdkQueryAdapterInfo);
     if (fault.kind != engine::FaultDecision::Kind::kNone) return fault.status;
     if (*size < sizeof(NDK_ADAPTER_INFO)) {  // AI-01

@@ -157,5 +157,5 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     SOCKADDR_IN6& v6 = Config->LocalAddresses[1].Ipv6;
     v6.sin6_family = AF_INET6;
-    v6.sin6_addr = in6addr_loopback;
+    std::memcpy(&v6.sin6_addr, &in6addr_loopback, sizeof(v6.sin6_addr));
 }

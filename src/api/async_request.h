@@ -28,6 +28,7 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
                     NDK_FN_REQUEST_COMPLETION completion, PVOID context, Work work, Undo undo) {
     const engine::FaultDecision fault = adapter.faults.Check(function);
     if (fault.kind == engine::FaultDecision::Kind::kFailInline) {
+        VerifierRequestFinished(&object);
         SetLastErrorText("injected failure 0x%08X", static_cast<unsigned>(fault.status));
         undo();
         return fault.status;
@@ -36,7 +37,11 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
     Lifetime* held = &object;
     Finish finish = [completion, context, held, undo](NTSTATUS status) mutable {
         if (!NT_SUCCESS(status)) undo();
-        completion(context, status);
+        VerifierRequestFinished(held);
+        {
+            CallbackScope scope;
+            completion(context, status);
+        }
         held->Release();
     };
     if (fault.kind == engine::FaultDecision::Kind::kFailAsync) {
@@ -45,9 +50,10 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
     }
     if (!adapter.executor->ShouldPend()) {
         NTSTATUS status = work(finish);
-        if (status != STATUS_PENDING) {
+        if (status != STATUS_PENDING) {  // completed inline: no callback (CB-01)
             if (!NT_SUCCESS(status)) undo();
-            held->Release();  // completed inline: no callback (CB-01)
+            VerifierRequestFinished(held);
+            held->Release();
         }
         return status;
     }
@@ -80,7 +86,10 @@ NTSTATUS RunCreate(AdapterObject& adapter, engine::ProviderFunction function, Li
         adapter.executor->Post([fault, completion, context, held, make = std::move(make)]() mutable {
             NDK_OBJECT_HEADER* header = nullptr;
             NTSTATUS status = fault.kind == engine::FaultDecision::Kind::kFailAsync ? fault.status : make(&header);
-            completion(context, status, NT_SUCCESS(status) ? header : nullptr);
+            {
+                CallbackScope scope;
+                completion(context, status, NT_SUCCESS(status) ? header : nullptr);
+            }
             held->Release();
         });
         return STATUS_PENDING;
@@ -93,6 +102,7 @@ NTSTATUS RunCreate(AdapterObject& adapter, engine::ProviderFunction function, Li
 
 // Close (LIFE-05): in pend mode the close also pends, so consumers exercise their close-completion path.
 inline NTSTATUS RunClose(AdapterObject& adapter, Lifetime& object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
+    if (!VerifierCloseStarted(object.object())) return InvalidParameter("NdkCloseObject: closed twice (LIFE-05)");
     if (!adapter.executor->ShouldPend()) return object.Close(completion, context);
     object.AddRef();
     Lifetime* held = &object;

@@ -9,6 +9,8 @@
 
 #include <softndk/ndkpi.h>
 
+#include "api/verifier_hooks.h"
+
 namespace softndk::api {
 
 class Lifetime {
@@ -50,6 +52,7 @@ public:
     void TeardownDone() { Complete(false); }
     bool closing() const { return closing_.load(std::memory_order_acquire); }
     uint32_t references() const { return refs_.load(std::memory_order_acquire); }
+    void* object() const { return object_; }  // the C++ object, whose first member is the consumer's handle
 
 private:
     bool Finish(bool inside_close) {
@@ -62,7 +65,10 @@ private:
         PVOID context = close_context_;
         Lifetime* parent = parent_;
         ops_.destroy(object_);  // frees this Lifetime too
-        if (!inside_close && completion != nullptr) completion(context);
+        if (!inside_close && completion != nullptr) {
+            CallbackScope scope;
+            completion(context);
+        }
         if (parent != nullptr) parent->Release();
     }
 
@@ -81,7 +87,7 @@ template <class Object>
 void DestroyObject(void* object) {
     auto* typed = static_cast<Object*>(object);
     typed->magic = 0;
-    delete typed;
+    FreeObject(typed);
 }
 
 }  // namespace softndk::api

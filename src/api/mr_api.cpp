@@ -19,6 +19,7 @@ NTSTATUS RegisterMr(NDK_MR* handle, MDL* mdl, SIZE_T length, ULONG flags, NDK_FN
         return InvalidParameter("NdkRegisterMr: NULL MR, Mdl or RequestCompletion");
     if (length == 0) return InvalidParameter("NdkRegisterMr: Length is 0");
     AdapterObject& adapter = *mr->pd->adapter;
+    VerifierRegistrationStarted(mdl, &mr->lifetime);  // MR-10: the chain is the provider's until completion
     return RunRequest(adapter, ProviderFunction::NdkRegisterMr, mr->lifetime, completion, context,
                       [mr, mdl, length, flags, &adapter](const Finish&) {
                           return mr->region.Register(mdl, length, flags, adapter.limits);

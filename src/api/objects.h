@@ -10,6 +10,7 @@
 #include <softndk/softndk.h>
 
 #include "api/lifetime.h"
+#include "api/verifier_hooks.h"
 #include "cm/fabric.h"
 #include "engine/completion_executor.h"
 #include "engine/completion_queue.h"
@@ -148,7 +149,7 @@ struct MwObject {
 // Returns the object behind a handle, or nullptr for NULL, a wrong type or a closed/foreign object.
 template <class Object, class Handle>
 Object* FromHandle(Handle* handle) {
-    if (handle == nullptr) return nullptr;
+    if (handle == nullptr || !VerifierCheckHandle(handle)) return nullptr;  // LIFE-06: closed handles refused
     auto* header = reinterpret_cast<NDK_OBJECT_HEADER*>(handle);
     if (header->ObjectType != Object::kType) return nullptr;
     auto* object = reinterpret_cast<Object*>(handle);
@@ -162,6 +163,7 @@ void InitializeHandle(Handle& handle, NDK_OBJECT_TYPE type, NDK_VERSION version,
     handle.Header.ObjectType = type;
     handle.Header.NdkReserved = NDK_OBJECT_HEADER_RESERVED_BLOCK{};
     handle.Dispatch = dispatch;
+    VerifierObjectCreated(&handle, type);
 }
 
 // Shared by every dispatch table (AI-11): no extension interfaces exist.

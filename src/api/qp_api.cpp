@@ -15,7 +15,7 @@ void QpDestroy(void* object) {
     CqObject* icq = qp->initiator_cq;
     SrqObject* srq = qp->srq;
     qp->magic = 0;
-    delete qp;
+    FreeObject(qp);
     rcq->lifetime.Release();  // LIFE-12: the CQs and SRQ are the QP's antecedents
     icq->lifetime.Release();
     if (srq != nullptr) srq->lifetime.Release();
@@ -50,18 +50,24 @@ VOID Flush(NDK_QP* handle) {
 NTSTATUS Send(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr) return InvalidParameter("NdkSend: not a QP");
+    PostScope post(qp, "NdkSend");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Send(context, sgl, count, flags, false, 0);
 }
 
 NTSTATUS SendAndInvalidate(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, UINT32 token) {
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr) return InvalidParameter("NdkSendAndInvalidate: not a QP");
+    PostScope post(qp, "NdkSendAndInvalidate");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Send(context, sgl, count, flags, true, token);
 }
 
 NTSTATUS Receive(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count) {
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr) return InvalidParameter("NdkReceive: not a QP");
+    PostScope post(&qp->receive_cq, "NdkReceive");  // QP-05 (the receive queue is keyed by this member)
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (qp->srq != nullptr) {
         SetLastErrorText("NdkReceive on a QP created with an SRQ: post to the SRQ (QP-02)");
         return STATUS_INVALID_DEVICE_STATE;
@@ -73,6 +79,8 @@ NTSTATUS Read(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UI
               ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr) return InvalidParameter("NdkRead: not a QP");
+    PostScope post(qp, "NdkRead");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Read(context, sgl, count, address, token, flags);
 }
 
@@ -80,6 +88,8 @@ NTSTATUS Write(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, U
                ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr) return InvalidParameter("NdkWrite: not a QP");
+    PostScope post(qp, "NdkWrite");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Write(context, sgl, count, address, token, flags);
 }
 
@@ -90,6 +100,8 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
     MwObject* mw = FromHandle<MwObject>(mw_handle);
     if (qp == nullptr || mr == nullptr || mw == nullptr)
         return InvalidParameter("NdkBind: NULL or foreign QP, MR or MW");
+    PostScope post(qp, "NdkBind");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (mr->pd != qp->pd || mw->pd != qp->pd) return InvalidParameter("NdkBind: the MR or MW belongs to another PD");
     const uint64_t max_window = qp->pd->adapter->info.MaxWindowSize;
     return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&](auto) -> NTSTATUS {
@@ -106,6 +118,8 @@ NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG pa
     QpObject* qp = FromHandle<QpObject>(handle);
     MrObject* mr = FromHandle<MrObject>(mr_handle);
     if (qp == nullptr || mr == nullptr) return InvalidParameter("NdkFastRegister: NULL or foreign QP or MR");
+    PostScope post(qp, "NdkFastRegister");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (mr->pd != qp->pd) return InvalidParameter("NdkFastRegister: the MR belongs to another PD");
     AdapterObject& adapter = *qp->pd->adapter;
     return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&](auto) {
@@ -119,6 +133,8 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr || object == nullptr || (flags & ~kAccepted) != 0)
         return InvalidParameter("NdkInvalidate: NULL QP or object, or flags outside SILENT_SUCCESS|READ_FENCE|DEFER");
+    PostScope post(qp, "NdkInvalidate");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     MrObject* mr = FromHandle<MrObject>(object);
     MwObject* mw = FromHandle<MwObject>(object);
     if ((mr == nullptr && mw == nullptr) || (mr != nullptr && mr->pd != qp->pd) || (mw != nullptr && mw->pd != qp->pd))
@@ -165,6 +181,8 @@ NTSTATUS ModifySrq(NDK_SRQ* handle, ULONG depth, ULONG threshold, NDK_FN_REQUEST
 NTSTATUS SrqReceive(NDK_SRQ* handle, PVOID context, const NDK_SGE* sgl, ULONG count) {
     SrqObject* srq = FromHandle<SrqObject>(handle);
     if (srq == nullptr) return InvalidParameter("NdkSrqReceive: not an SRQ");
+    PostScope post(srq, "NdkSrqReceive");  // QP-05
+    if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return srq->queue.Post(context, sgl, count);
 }
 

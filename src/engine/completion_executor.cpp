@@ -1,5 +1,7 @@
 #include "engine/completion_executor.h"
 
+#include "api/verifier_hooks.h"
+
 namespace softndk::engine {
 
 CompletionExecutor::CompletionExecutor(SOFTNDK_COMPLETION_MODE mode, uint64_t seed)
@@ -73,7 +75,10 @@ void CompletionExecutor::Run() {
         queue_.pop_front();
         running_job_ = true;
         lock.unlock();
-        job();
+        {
+            api::CallbackScope scope;  // provider thread: callbacks run at DISPATCH_LEVEL (CB-09)
+            job();
+        }
         job = nullptr;
         lock.lock();
         running_job_ = false;

@@ -322,7 +322,7 @@ TEST_P(CmTest, CM_31_Ipv6ConnectionsWork) {
     if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
     SOCKADDR_IN6 address{};
     address.sin6_family = AF_INET6;
-    address.sin6_addr = in6addr_loopback;
+    std::memcpy(&address.sin6_addr, &in6addr_loopback, sizeof(address.sin6_addr));
     Completion listened;
     ASSERT_EQ(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
                                                           sizeof(address), &Completion::OnRequest, &listened)),
@@ -332,7 +332,7 @@ TEST_P(CmTest, CM_31_Ipv6ConnectionsWork) {
               STATUS_SUCCESS);
     SOCKADDR_IN6 source{};
     source.sin6_family = AF_INET6;
-    source.sin6_addr = in6addr_loopback;
+    std::memcpy(&source.sin6_addr, &in6addr_loopback, sizeof(source.sin6_addr));
     NDK_CONNECTOR* connector = CreateConnector();
     NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
     Completion done;

@@ -1,0 +1,64 @@
+/* softndk kernel layer — netioapi.h: interface indexes and the unicast address table, so a driver can find the
+ * IfIndex of an address before WskOpenNdkAdapter (issue 9 §2). The interfaces are softndk's registered NDK
+ * interfaces (softndk_km.h); the table lists their local addresses. */
+#ifndef SOFTNDK_KM_NETIOAPI_H
+#define SOFTNDK_KM_NETIOAPI_H
+
+#include <softndk/km/wdm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef ULONG NET_IFINDEX, *PNET_IFINDEX;
+typedef USHORT NET_IFTYPE;
+#define NET_IFINDEX_UNSPECIFIED ((NET_IFINDEX)0)
+typedef union _NET_LUID_LH {
+    ULONG64 Value;
+    struct {
+        ULONG64 Reserved : 24;
+        ULONG64 NetLuidIndex : 24;
+        ULONG64 IfType : 16;
+    } Info;
+} NET_LUID_LH, *PNET_LUID_LH, NET_LUID, *PNET_LUID, IF_LUID, *PIF_LUID;
+#define IF_TYPE_ETHERNET_CSMACD 6
+
+typedef enum { IpPrefixOriginOther = 0, IpPrefixOriginManual, IpPrefixOriginWellKnown } NL_PREFIX_ORIGIN;
+typedef enum { IpSuffixOriginOther = 0, IpSuffixOriginManual, IpSuffixOriginWellKnown } NL_SUFFIX_ORIGIN;
+typedef enum {
+    IpDadStateInvalid = 0,
+    IpDadStateTentative,
+    IpDadStateDuplicate,
+    IpDadStateDeprecated,
+    IpDadStatePreferred
+} NL_DAD_STATE;
+
+typedef struct _MIB_UNICASTIPADDRESS_ROW {
+    SOCKADDR_INET Address;
+    NET_LUID InterfaceLuid;
+    NET_IFINDEX InterfaceIndex;
+    NL_PREFIX_ORIGIN PrefixOrigin;
+    NL_SUFFIX_ORIGIN SuffixOrigin;
+    ULONG ValidLifetime;
+    ULONG PreferredLifetime;
+    UCHAR OnLinkPrefixLength;
+    BOOLEAN SkipAsSource;
+    NL_DAD_STATE DadState;
+    SCOPE_ID ScopeId;
+    LARGE_INTEGER CreationTimeStamp;
+} MIB_UNICASTIPADDRESS_ROW, *PMIB_UNICASTIPADDRESS_ROW;
+typedef struct _MIB_UNICASTIPADDRESS_TABLE {
+    ULONG NumEntries;
+    MIB_UNICASTIPADDRESS_ROW Table[1];
+} MIB_UNICASTIPADDRESS_TABLE, *PMIB_UNICASTIPADDRESS_TABLE;
+
+/* Family AF_UNSPEC, AF_INET or AF_INET6. The table is freed with FreeMibTable. PASSIVE_LEVEL. */
+SOFTNDK_KM_API NTSTATUS GetUnicastIpAddressTable(ADDRESS_FAMILY Family, PMIB_UNICASTIPADDRESS_TABLE* Table);
+SOFTNDK_KM_API VOID FreeMibTable(PVOID Memory);
+SOFTNDK_KM_API NTSTATUS ConvertInterfaceIndexToLuid(NET_IFINDEX InterfaceIndex, PNET_LUID InterfaceLuid);
+SOFTNDK_KM_API NTSTATUS ConvertInterfaceLuidToIndex(const NET_LUID* InterfaceLuid, PNET_IFINDEX InterfaceIndex);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SOFTNDK_KM_NETIOAPI_H */

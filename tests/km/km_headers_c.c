@@ -1,0 +1,42 @@
+/* The kernel layer's headers compile as strict C11 together, the way a WDK driver includes them, and the
+ * Winsock address types have the Windows member names and the Linux layout (issue 9 §1). */
+#include <ntddk.h>
+#include <wdm.h>
+#include <ntdef.h>
+#include <ndis.h>
+#include <ndkpi.h>
+#include <wsk.h>
+#include <wskndk.h>
+#include <ntstrsafe.h>
+#include <netioapi.h>
+
+_Static_assert(sizeof(SOCKADDR_IN) == sizeof(struct sockaddr_in), "SOCKADDR_IN layout");
+_Static_assert(sizeof(SOCKADDR_IN6) == sizeof(struct sockaddr_in6), "SOCKADDR_IN6 layout");
+_Static_assert(sizeof(SOCKADDR_STORAGE) == sizeof(struct sockaddr_storage), "SOCKADDR_STORAGE layout");
+_Static_assert(sizeof(PNDK_QP) == sizeof(void*) && sizeof(PNDK_SGE) == sizeof(void*), "PNDK_* typedefs");
+_Static_assert(sizeof(enum _NDK_RDMA_TECHNOLOGY) == 4, "enum tag");
+_Static_assert(NT_ERROR(STATUS_INVALID_PARAMETER) && NT_WARNING(STATUS_BUFFER_OVERFLOW), "severity macros");
+_Static_assert(WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH == 'NDKD', "the 'NDKD' control code");
+
+static CONST ULONG kTag = 'pFkN';
+
+int main(void) {
+    SOCKADDR_IN v4;
+    RtlZeroMemory(&v4, sizeof(v4));
+    v4.sin_family = AF_INET;
+    v4.sin_port = RtlUshortByteSwap(445);
+    v4.sin_addr.S_un.S_addr = RtlUlongByteSwap(0x7F000001);
+    struct sockaddr_in* linux_v4 = (struct sockaddr_in*)&v4;
+    if (linux_v4->sin_addr.s_addr != v4.sin_addr.s_addr || ntohs(linux_v4->sin_port) != 445) return 1;
+    SOCKADDR_IN6 v6;
+    RtlZeroMemory(&v6, sizeof(v6));
+    v6.sin6_addr.u.Byte[15] = 1;
+    if (!IN6_IS_ADDR_LOOPBACK((struct in6_addr*)&v6.sin6_addr) || v6.sin6_addr.s6_addr[15] != 1) return 2;
+    SOCKADDR_INET any;
+    any.Ipv4 = v4;
+    if (any.si_family != AF_INET) return 3;
+    PVOID p = ExAllocatePoolWithTag(NonPagedPoolNx, 64, kTag);
+    if (p == NULL) return 4;
+    ExFreePoolWithTag(p, kTag);
+    return KeGetCurrentIrql() == PASSIVE_LEVEL ? 0 : 5;
+}
