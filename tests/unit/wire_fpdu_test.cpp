@@ -58,8 +58,8 @@ TEST(WireFpduTest, RoundTripsEveryPadWithAndWithoutCrc) {
     const std::vector<uint8_t> header = HeaderBytes(MakeWriteHeader(0x11223344, 0x1000, true));
     for (bool crc : {false, true}) {
         for (size_t len = 0; len < 8; ++len) {
-            std::vector<uint8_t> payload(len);
-            for (size_t i = 0; i < len; ++i) payload[i] = static_cast<uint8_t>('a' + i);
+            std::vector<uint8_t> payload;
+            for (size_t i = 0; i < len; ++i) payload.push_back(static_cast<uint8_t>('a' + i));
             const std::vector<uint8_t> bytes = Fpdu(header, payload, crc);
             FpduView view;
             const ParseResult r = ParseFpdu(bytes, crc, &view);
