@@ -55,8 +55,10 @@ void ReleaseConnectorHolds(ConnectorObject* connector) {
 bool ConnectorTeardown(void* object) {
     auto* connector = static_cast<ConnectorObject*>(object);
     std::shared_ptr<Connection> connection = std::move(connector->connection);
-    Finish finishes[3];
-    NTSTATUS statuses[3] = {STATUS_SUCCESS, STATUS_SUCCESS, STATUS_SUCCESS};
+    Finish finishes[2];
+    NTSTATUS statuses[2] = {STATUS_SUCCESS, STATUS_SUCCESS};
+    Finish peer_disconnect;
+    QpObject* peer_qp = nullptr;
     bool tuple_held = false;
     if (connection) {
         const int me = connector->side;
@@ -73,7 +75,13 @@ bool ConnectorTeardown(void* object) {
         }
         if (connection->state[peer] == ConnectorState::kConnected) IndicateDisconnectLocked(*connection, peer);
         if (connection->disconnect_finish[peer]) {
-            finishes[2] = std::move(connection->disconnect_finish[peer]);  // our close ends the peer's wait
+            // Our close ends the peer's wait. Its NdkDisconnect completes once the link is idle, with its QP
+            // flushed, as on the NdkDisconnect path (CM-24 b, CM-25); the QP is pinned until then.
+            peer_disconnect = std::move(connection->disconnect_finish[peer]);
+            if (connection->side[peer] != nullptr) {
+                peer_qp = connection->side[peer]->qp;
+                peer_qp->lifetime.AddRef();
+            }
             if (connection->link) connection->link->PeerDisconnected(me);
         }
         connection->state[me] = ConnectorState::kDone;
@@ -84,17 +92,26 @@ bool ConnectorTeardown(void* object) {
         tuple_held = connection->tuple_held;
         connection->tuple_held = false;
     }
+    auto end_peer_disconnect = [peer_qp, peer_disconnect] {
+        if (peer_qp != nullptr) {
+            peer_qp->qp.Flush();
+            peer_qp->lifetime.Release();
+        }
+        if (peer_disconnect) peer_disconnect(STATUS_SUCCESS);
+    };
     bool idle = true;
     if (connection) {
-        idle = ShutDownLink(connection, *connector->adapter, [connector] {
+        idle = ShutDownLink(connection, *connector->adapter, [connector, end_peer_disconnect] {
             ReleaseConnectorHolds(connector);
+            end_peer_disconnect();
             connector->lifetime.TeardownDone();
         });
         if (tuple_held) cm::Fabric::Instance().RemoveConnection(connection->local[0], connection->local[1]);
     }
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 2; ++i)
         if (finishes[i]) finishes[i](statuses[i]);
     if (!idle) return false;
+    end_peer_disconnect();
     ReleaseConnectorHolds(connector);
     return true;
 }
@@ -184,9 +201,13 @@ NTSTATUS StartConnect(ConnectorObject* connector, const cm::Endpoint& local, con
     connection->tuple_held = true;
     return RunRequest(
         adapter, function, connector->lifetime, completion, context,
-        [connection, destination](const Finish& finish) -> NTSTATUS {
+        [connector, connection, destination](const Finish& finish) -> NTSTATUS {
             {
                 std::lock_guard lock(connection->mutex);
+                if (connector->lifetime.closing()) {  // LIFE-09: closed before this pended work ran
+                    connection->state[0] = ConnectorState::kDone;
+                    return STATUS_CANCELLED;
+                }
                 connection->connect_finish = finish;
             }
             std::shared_ptr<Connection> offered = connection;
@@ -377,6 +398,7 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
             Finish connect;
             {
                 std::lock_guard lock(connection->mutex);
+                if (connector->lifetime.closing()) return STATUS_CANCELLED;  // LIFE-09
                 if (connection->state[1] != ConnectorState::kIncoming || connection->side[0] == nullptr ||
                     connection->state[0] != ConnectorState::kConnecting)
                     return STATUS_CONNECTION_ABORTED;  // CM-08: the connecting peer abandoned
@@ -528,6 +550,7 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
                           bool done;
                           {
                               std::lock_guard lock(connection->mutex);
+                              if (connector->lifetime.closing()) return STATUS_CANCELLED;  // LIFE-09
                               const ConnectorState state = connection->state[me];
                               if (state != ConnectorState::kConnected && !connection->disconnect_indicated[me])
                                   return STATUS_CONNECTION_INVALID;

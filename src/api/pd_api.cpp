@@ -11,7 +11,9 @@ using engine::ProviderFunction;
 // ---- MR lifetime: a registered MR deregisters when closed, and the close waits for the drain ----
 bool MrTeardown(void* object) {
     auto* mr = static_cast<MrObject*>(object);
-    NTSTATUS status = mr->region.Shutdown([mr](NTSTATUS) { mr->lifetime.TeardownDone(); });
+    // The drain may end on a peer's posting thread: the close completes on the provider thread instead.
+    NTSTATUS status =
+        mr->region.Shutdown([mr](NTSTATUS) { mr->pd->adapter->executor->Post([mr] { mr->lifetime.TeardownDone(); }); });
     return status != STATUS_PENDING;
 }
 constexpr Lifetime::Ops kMrOps{&MrTeardown, &DestroyObject<MrObject>};

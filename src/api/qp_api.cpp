@@ -31,9 +31,44 @@ constexpr Lifetime::Ops kSrqOps{nullptr, &DestroyObject<SrqObject>};
 // CB-12: a window still reached by accesses in flight closes once they drained; the close pends meanwhile.
 bool MwTeardown(void* object) {
     auto* mw = static_cast<MwObject*>(object);
-    return mw->window.Shutdown([mw](NTSTATUS) { mw->lifetime.TeardownDone(); }) != STATUS_PENDING;
+    // The drain may end on a peer's posting thread: the close completes on the provider thread instead.
+    return mw->window.Shutdown([mw](NTSTATUS) {
+        mw->pd->adapter->executor->Post([mw] { mw->lifetime.TeardownDone(); });
+    }) != STATUS_PENDING;
 }
 constexpr Lifetime::Ops kMwOps{&MwTeardown, &DestroyObject<MwObject>};
+
+// A local request (invalidate, fast-register, bind) whose completion waits for a drain (CB-12). Only when it
+// pends (under the memory object's lock) does the QP take the completion's place in its order, and the QP and
+// MR stay open until it is done; the releases run on the provider thread, since a drain may end on a peer's
+// posting thread.
+template <class Defer>
+class DeferredLocal {
+public:
+    DeferredLocal(QpObject* qp, MrObject* mr, Defer& defer) : qp_(qp), mr_(mr), defer_(defer) {}
+    mem::PendHook will_pend() { return {&WillPend, this}; }
+
+private:
+    static mem::MemoryRegion::DrainDone WillPend(void* self) {
+        auto* deferred = static_cast<DeferredLocal*>(self);
+        QpObject* qp = deferred->qp_;
+        MrObject* mr = deferred->mr_;
+        const uint64_t ticket = deferred->defer_();
+        qp->lifetime.AddRef();
+        if (mr != nullptr) mr->lifetime.AddRef();
+        return [qp, mr, ticket](NTSTATUS status) {
+            qp->qp.FinishDeferred(ticket, status);
+            qp->pd->adapter->executor->Post([qp, mr] {
+                if (mr != nullptr) mr->lifetime.Release();
+                qp->lifetime.Release();
+            });
+        };
+    }
+
+    QpObject* qp_;
+    MrObject* mr_;
+    Defer& defer_;
+};
 
 // ---- QP ----
 NTSTATUS CloseQp(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
@@ -104,10 +139,12 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (mr->pd != qp->pd || mw->pd != qp->pd) return InvalidParameter("NdkBind: the MR or MW belongs to another PD");
     const uint64_t max_window = qp->pd->adapter->info.MaxWindowSize;
-    return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&](auto) -> NTSTATUS {
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&](auto defer) -> NTSTATUS {
         mr->lifetime.AddRef();  // MW-12: a bound window keeps its MR open
-        NTSTATUS status = mw->window.Bind(mr->region, reinterpret_cast<uint64_t>(address), length, flags, max_window,
-                                          [mr] { mr->lifetime.Release(); });
+        DeferredLocal deferred(qp, nullptr, defer);
+        NTSTATUS status = mw->window.Bind(
+            mr->region, reinterpret_cast<uint64_t>(address), length, flags, max_window,
+            [mr] { mr->lifetime.Release(); }, deferred.will_pend());
         if (!NT_SUCCESS(status)) mr->lifetime.Release();
         return status;
     });
@@ -122,9 +159,12 @@ NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG pa
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (mr->pd != qp->pd) return InvalidParameter("NdkFastRegister: the MR belongs to another PD");
     AdapterObject& adapter = *qp->pd->adapter;
-    return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&](auto) {
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&](auto defer) {
+        // Behind an invalidate still draining, it completes when that drain ends (FR-24 posting order).
+        DeferredLocal deferred(qp, mr, defer);
         return mr->region.FastRegister(adapter.logical, pages, page_count, fbo, length,
-                                       reinterpret_cast<uint64_t>(base_address), flags, adapter.limits);
+                                       reinterpret_cast<uint64_t>(base_address), flags, adapter.limits,
+                                       deferred.will_pend());
     });
 }
 
@@ -140,25 +180,10 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
     if ((mr == nullptr && mw == nullptr) || (mr != nullptr && mr->pd != qp->pd) || (mw != nullptr && mw->pd != qp->pd))
         return InvalidParameter("NdkInvalidate: not an MR or MW of this QP's PD");
     return qp->qp.RunLocalRequest(context, NdkOperationTypeInvalidate, flags, [&](auto defer) -> NTSTATUS {
-        // FR-22 / CB-12: the completion waits for accesses in flight; the call does not. The QP stays open until
-        // the deferred completion is queued.
-        const uint64_t ticket = qp->qp.NextDeferralTicket();
-        using Defer = decltype(defer);
-        struct Pending {
-            Defer& take_place;
-            QpObject* qp;
-        } pending{defer, qp};
-        const mem::PendHook will_pend{[](void* context) {
-                                          auto* p = static_cast<Pending*>(context);
-                                          p->take_place();
-                                          p->qp->lifetime.AddRef();
-                                      },
-                                      &pending};
-        auto done = [qp, ticket](NTSTATUS status) {
-            qp->qp.FinishDeferred(ticket, status);
-            qp->lifetime.Release();
-        };
-        return mr != nullptr ? mr->region.Invalidate(will_pend, done) : mw->window.Invalidate(will_pend, done);
+        // FR-22 / CB-12: the completion waits for accesses in flight; the call does not.
+        DeferredLocal deferred(qp, mr, defer);
+        return mr != nullptr ? mr->region.Invalidate(deferred.will_pend())
+                             : mw->window.Invalidate(deferred.will_pend());
     });
 }
 

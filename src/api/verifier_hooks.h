@@ -35,18 +35,21 @@ namespace softndk::api {
 
 extern std::atomic<const SoftNdkVerifierHooks*> g_verifier_hooks;
 
+// Relaxed: the kernel layer installs the hooks before it opens any adapter, and opening one orders everything
+// after it. The hooked paths are out of line and marked unlikely, so the data path keeps its inlining.
 inline const SoftNdkVerifierHooks* VerifierHooks() {
-    return g_verifier_hooks.load(std::memory_order_acquire);
+    return g_verifier_hooks.load(std::memory_order_relaxed);
 }
+#define SOFTNDK_VERIFIER_ACTIVE(hooks) __builtin_expect((hooks) != nullptr, 0)
 
 // A consumer callback runs inside this scope (CB-09: at DISPATCH_LEVEL).
 class CallbackScope {
 public:
     CallbackScope() : hooks_(VerifierHooks()) {
-        if (hooks_ != nullptr) hooks_->enter_callback();
+        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->enter_callback();
     }
     ~CallbackScope() {
-        if (hooks_ != nullptr) hooks_->leave_callback();
+        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->leave_callback();
     }
     CallbackScope(const CallbackScope&) = delete;
     CallbackScope& operator=(const CallbackScope&) = delete;
@@ -59,19 +62,23 @@ private:
 class PostScope {
 public:
     PostScope(const void* queue, const char* function) : hooks_(VerifierHooks()), queue_(queue) {
-        if (hooks_ != nullptr && !hooks_->post_begin(queue, function)) {
-            hooks_ = nullptr;
-            ok_ = false;
-        }
+        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) Begin(function);
     }
     ~PostScope() {
-        if (hooks_ != nullptr) hooks_->post_end(queue_);
+        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->post_end(queue_);
     }
     PostScope(const PostScope&) = delete;
     PostScope& operator=(const PostScope&) = delete;
     bool ok() const { return ok_; }
 
 private:
+    [[gnu::noinline, gnu::cold]] void Begin(const char* function) {
+        if (!hooks_->post_begin(queue_, function)) {
+            hooks_ = nullptr;
+            ok_ = false;
+        }
+    }
+
     const SoftNdkVerifierHooks* hooks_;
     const void* queue_;
     bool ok_ = true;
@@ -79,7 +86,7 @@ private:
 
 inline bool VerifierCheckHandle(const void* handle) {
     const SoftNdkVerifierHooks* hooks = VerifierHooks();
-    return hooks == nullptr || hooks->check_handle(handle);
+    return !SOFTNDK_VERIFIER_ACTIVE(hooks) || hooks->check_handle(handle);
 }
 inline void VerifierObjectCreated(const void* handle, NDK_OBJECT_TYPE type) {
     if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->object_created(handle, type);

@@ -38,6 +38,8 @@ void QueuePair::PushInitiator(const NDK_RESULT_EX& result, ULONG flags) {
 
 void QueuePair::Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags,
                          uint32_t provider_error) {
+    // QP-10: a silent success has no completion, so it holds no place in the order either.
+    if (NT_SUCCESS(status) && (flags & NDK_OP_FLAG_SILENT_SUCCESS)) return;
     NDK_RESULT_EX result{};
     result.Status = status;
     result.QPContext = params_.context;
@@ -122,6 +124,7 @@ NTSTATUS QueuePair::GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights
             {sgl[i].MemoryRegionToken, mem::TokenKind::kLocal, params_.pd, address, sgl[i].Length, rights}, &grant);
         if (*error != mem::AccessError::kNone) {
             SetLastErrorText("local SGE %u: %s", i, mem::AccessErrorName(*error));
+            out.Clear();  // the grants of the SGEs before it go now: a refused request holds nothing
             return mem::LocalAccessStatus(*error);
         }
         out.AddRange(std::move(grant), address, sgl[i].Length);

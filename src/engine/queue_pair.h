@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -48,10 +49,9 @@ public:
     // completes it then.
     template <class Operation>
     NTSTATUS RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULONG flags, Operation operation);
-    // Initiator completions leave in posting order: a request whose verdict comes later holds its place, and
-    // completions behind it wait for it. The ticket of the next deferral (posting thread only)...
-    uint64_t NextDeferralTicket() const { return next_ticket_; }
-    // ... and its end, from any thread. The owner keeps the QP alive until this returns.
+    // Initiator completions leave in posting order: a request whose verdict comes later holds its place (its
+    // `defer()` ticket), and completions behind it wait for it. Its end, from any thread; the owner keeps the QP
+    // alive until this returns.
     void FinishDeferred(uint64_t ticket, NTSTATUS status, uint32_t provider_error = 0);
     // ---- receive queue ----
     NTSTATUS Receive(PVOID context, const NDK_SGE* sgl, ULONG count);
@@ -162,7 +162,12 @@ NTSTATUS QueuePair::RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULON
         return STATUS_SUCCESS;
     }
     if (guard.state() != State::kConnected) return STATUS_CONNECTION_INVALID;  // FR-17, MW-08, QP-09
-    NTSTATUS status = operation([&] { return Defer(context, type, flags); });
+    bool deferred = false;
+    NTSTATUS status = operation([&] {
+        deferred = true;
+        return Defer(context, type, flags);
+    });
+    assert(deferred == (status == STATUS_PENDING) && "a local request pends exactly when it took a ticket");
     if (status == STATUS_PENDING) return STATUS_SUCCESS;  // completes through FinishDeferred
     if (!NT_SUCCESS(status)) return status;
     Complete(context, type, STATUS_SUCCESS, flags);

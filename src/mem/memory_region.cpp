@@ -100,7 +100,7 @@ NTSTATUS MemoryRegion::RetireLocked(State after, PendHook will_pend) {
     state_ = State::kDraining;
     after_drain_ = after;
     if (!tokens_.Retire(slot_, &MemoryRegion::OnDrained, this)) {
-        will_pend();
+        drain_waiters_.push_back(will_pend());
         return STATUS_PENDING;
     }
     if (after == State::kIdle) {
@@ -131,7 +131,7 @@ void MemoryRegion::OnDrained(void* self) {
 
 NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array,
                                     ULONG page_count, ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags,
-                                    const RegistrationLimits& limits) {
+                                    const RegistrationLimits& limits, PendHook will_pend) {
     constexpr ULONG kAccepted = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_ALLOW_REMOTE_READ |
                                 NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_DEFER |
                                 NDK_OP_FLAG_RDMA_READ_SINK;  // FR-15, AMB-03
@@ -153,43 +153,71 @@ NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_
         SetLastErrorText("NdkFastRegister: BaseVirtualAddress must be a multiple of PAGE_SIZE plus FBO (FR-13)");
         return STATUS_INVALID_PARAMETER;
     }
+    FastLayout layout{base_va, length, kRightLocalRead, fbo};
+    if (flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) layout.rights |= kRightLocalWrite;
+    if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ) layout.rights |= kRightRemoteRead;
+    if ((flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) == NDK_OP_FLAG_ALLOW_REMOTE_WRITE) layout.rights |= kRightRemoteWrite;
+    if (!limits.read_sink_required || (flags & NDK_OP_FLAG_RDMA_READ_SINK)) layout.rights |= kRightReadSink;
+    // FR-09/10: every page a page of a live LAM. Resolved into `into`, which is pages_ unless a drain is under way.
+    auto resolve = [&](std::vector<uint8_t*>& into) -> NTSTATUS {
+        into.resize(page_count);  // within the capacity reserved at initialisation
+        for (ULONG i = 0; i < page_count; ++i) {
+            const auto logical = static_cast<uint64_t>(page_array[i].QuadPart);
+            uint8_t* host = logical % PAGE_SIZE == 0 ? space.Resolve(logical) : nullptr;
+            if (host == nullptr) {
+                SetLastErrorText("NdkFastRegister: page %u (0x%llx) is not a page of a live LAM (FR-09/10)", i,
+                                 static_cast<unsigned long long>(logical));
+                return STATUS_INVALID_PARAMETER;
+            }
+            into[i] = host;
+        }
+        return STATUS_SUCCESS;
+    };
     std::unique_lock lock(mutex_);
-    if (state_ != State::kFastInitialized)
+    const bool behind_invalidate =
+        state_ == State::kDraining && after_drain_ == State::kFastInitialized && !fast_register_waiting_;
+    if (state_ != State::kFastInitialized && !(behind_invalidate && will_pend.function != nullptr))
         return WrongState("NdkFastRegister: the MR is not initialised, or still registered (invalidate first)");
     if (page_count > fast_page_capacity_) {
         SetLastErrorText("NdkFastRegister: %u pages exceed the %u the MR was initialised for (FR-02)", page_count,
                          fast_page_capacity_);
         return STATUS_INVALID_PARAMETER;
     }
-    const bool remote = (flags & (NDK_OP_FLAG_ALLOW_REMOTE_READ | 0x20)) != 0;
-    if (remote && !fast_remote_access_) {
+    if ((flags & (NDK_OP_FLAG_ALLOW_REMOTE_READ | 0x20)) != 0 && !fast_remote_access_) {
         SetLastErrorText("NdkFastRegister: remote access on an MR initialised without RemoteAccess (FR-16)");
         return STATUS_ACCESS_VIOLATION;
     }
-    pages_.resize(page_count);  // within the capacity reserved at initialisation
-    for (ULONG i = 0; i < page_count; ++i) {
-        const auto logical = static_cast<uint64_t>(page_array[i].QuadPart);
-        uint8_t* host = logical % PAGE_SIZE == 0 ? space.Resolve(logical) : nullptr;
-        if (host == nullptr) {
-            SetLastErrorText("NdkFastRegister: page %u (0x%llx) is not a page of a live LAM (FR-09/10)", i,
-                             static_cast<unsigned long long>(logical));
-            return STATUS_INVALID_PARAMETER;
-        }
-        pages_[i] = host;
+    if (!behind_invalidate) {
+        const NTSTATUS status = resolve(pages_);
+        if (!NT_SUCCESS(status)) return status;
+        PublishFastLocked(layout);
+        return STATUS_SUCCESS;
     }
-    uint32_t rights = kRightLocalRead;
-    if (flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) rights |= kRightLocalWrite;
-    if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ) rights |= kRightRemoteRead;
-    if ((flags & NDK_OP_FLAG_ALLOW_REMOTE_WRITE) == NDK_OP_FLAG_ALLOW_REMOTE_WRITE) rights |= kRightRemoteWrite;
-    if (!limits.read_sink_required || (flags & NDK_OP_FLAG_RDMA_READ_SINK)) rights |= kRightReadSink;
-    target_.base_va = base_va;
-    target_.length = length;
-    target_.rights = rights;
-    target_.page_offset = fbo;
+    // Accesses of the old registration still read pages_: the new list waits beside it until they drained.
+    std::vector<uint8_t*> pages;
+    const NTSTATUS status = resolve(pages);
+    if (!NT_SUCCESS(status)) return status;
+    drain_waiters_.push_back([this, layout, pages = std::move(pages), done = will_pend()](NTSTATUS) mutable {
+        {
+            std::lock_guard relock(mutex_);
+            pages_.swap(pages);
+            fast_register_waiting_ = false;
+            PublishFastLocked(layout);
+        }
+        done(STATUS_SUCCESS);
+    });
+    fast_register_waiting_ = true;
+    return STATUS_PENDING;
+}
+
+void MemoryRegion::PublishFastLocked(const FastLayout& layout) {
+    target_.base_va = layout.base_va;
+    target_.length = layout.length;
+    target_.rights = layout.rights;
+    target_.page_offset = layout.fbo;
     target_.invalidatable = this;
     token_pair_ = tokens_.Publish(slot_, &target_, token_pair_);  // FR-19: fresh tokens, findable now
     state_ = State::kFastRegistered;
-    return STATUS_SUCCESS;
 }
 
 NTSTATUS MemoryRegion::Shutdown(DrainDone done) {
@@ -203,19 +231,18 @@ NTSTATUS MemoryRegion::Shutdown(DrainDone done) {
     return RetireLocked(State::kIdle);
 }
 
-NTSTATUS MemoryRegion::InvalidateRegistration(PendHook will_pend, DrainDone done) {
+NTSTATUS MemoryRegion::InvalidateRegistration(PendHook will_pend) {
     std::lock_guard lock(mutex_);
     if (!fast_register_) return WrongState("NdkInvalidate of an MR registered by NdkRegisterMr (TOK-16, AMB-07)");
     if (state_ != State::kFastRegistered) return WrongState("NdkInvalidate: the MR is not fast-registered");
     if (bound_windows() != 0) return WrongState("NdkInvalidate: memory windows are bound to the MR");
     // Lookups fail at once; the completion waits for accesses in flight (FR-22), so a consumer may free the
     // memory once it sees it.
-    drain_waiters_.push_back(std::move(done));
     return RetireLocked(State::kFastInitialized, will_pend);
 }
 
-NTSTATUS MemoryRegion::Invalidate(PendHook will_pend, DrainDone done) {
-    return InvalidateRegistration(will_pend, std::move(done));
+NTSTATUS MemoryRegion::Invalidate(PendHook will_pend) {
+    return InvalidateRegistration(will_pend);
 }
 
 NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
@@ -224,7 +251,7 @@ NTSTATUS MemoryRegion::InvalidateToken(uint32_t token) {
         if (token != token_pair_.remote && token != token_pair_.local) return STATUS_INVALID_HANDLE;
     }
     // From inside a delivery, which may itself hold a reference: nobody waits for this drain.
-    const NTSTATUS status = InvalidateRegistration({}, nullptr);
+    const NTSTATUS status = InvalidateRegistration({});
     return status == STATUS_PENDING ? STATUS_SUCCESS : status;
 }
 

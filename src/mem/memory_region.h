@@ -24,14 +24,14 @@ struct RegistrationLimits {
 
 class LogicalAddressSpace;
 
-// Called under an MR's or MW's lock when an invalidation will finish later, before its completion can run: the
-// QP takes the completion's place in its order there (CB-12: the call returns, the completion follows).
+// Called under an MR's or MW's lock when a request on it will finish later, before the drain can end: the QP
+// takes the completion's place in its order there and returns what to run when the request is done (its
+// status). Built only when needed, so an inline request costs no allocation (CB-12: the call returns, the
+// completion follows).
 struct PendHook {
-    void (*function)(void* context) = nullptr;
+    std::function<void(NTSTATUS)> (*function)(void* context) = nullptr;
     void* context = nullptr;
-    void operator()() const {
-        if (function != nullptr) function(context);
-    }
+    std::function<void(NTSTATUS)> operator()() const { return function != nullptr ? function(context) : nullptr; }
 };
 
 class MemoryRegion : public Invalidatable {
@@ -59,13 +59,16 @@ public:
     NTSTATUS InitializeFastRegister(ULONG page_count, bool remote_access, const RegistrationLimits& limits);
 
     // FR-08 … FR-16: makes an initialised fast MR valid over logical pages of the adapter's LAM space, with fresh
-    // tokens. Inline failures leave the MR unchanged.
+    // tokens. Inline failures leave the MR unchanged. Posted right behind an NdkInvalidate that is still draining
+    // (FR-24: requests act in posting order), it is checked now and published when the drain ends: then it
+    // returns STATUS_PENDING after `will_pend`, and `done` carries its final status.
     NTSTATUS FastRegister(const LogicalAddressSpace& space, const NDK_LOGICAL_ADDRESS* page_array, ULONG page_count,
-                          ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags, const RegistrationLimits& limits);
+                          ULONG fbo, SIZE_T length, uint64_t base_va, ULONG flags, const RegistrationLimits& limits,
+                          PendHook will_pend = {});
     // FR-22 / TOK-16: NdkInvalidate of a fast-registered MR. The tokens die at once. STATUS_SUCCESS when nothing
-    // held them; STATUS_PENDING (after `will_pend`) when accesses are in flight: `done` runs once they drained.
+    // held them; STATUS_PENDING when accesses are in flight: what `will_pend` returned runs once they drained.
     // Never waits (CB-12).
-    NTSTATUS Invalidate(PendHook will_pend, DrainDone done);
+    NTSTATUS Invalidate(PendHook will_pend);
     // TOK-10/11: remote invalidation by the peer's send-and-invalidate (the remote token must match).
     NTSTATUS InvalidateToken(uint32_t token) override;
     // MW-12: windows bound to this MR keep it registered.
@@ -84,7 +87,15 @@ public:
 private:
     static void OnDrained(void* self);
     NTSTATUS RetireLocked(State after, PendHook will_pend = {});
-    NTSTATUS InvalidateRegistration(PendHook will_pend, DrainDone done);
+    NTSTATUS InvalidateRegistration(PendHook will_pend);
+    struct FastLayout {
+        uint64_t base_va;
+        uint64_t length;
+        uint32_t rights;
+        ULONG fbo;
+    };
+    // Under the lock, with pages_ holding the new page list: publishes it with fresh tokens (FR-19).
+    void PublishFastLocked(const FastLayout& layout);
 
     TokenTable& tokens_;
     const bool fast_register_;
@@ -97,6 +108,7 @@ private:
     uint32_t fast_page_capacity_ = 0;
     bool fast_remote_access_ = false;
     std::vector<DrainDone> drain_waiters_;  // run when the drain under way ends
+    bool fast_register_waiting_ = false;    // a FastRegister is queued behind the drain
     State after_drain_ = State::kIdle;
     std::atomic<uint32_t> bound_windows_{0};
 };

@@ -15,7 +15,7 @@ MemoryWindow::~MemoryWindow() {
 }
 
 NTSTATUS MemoryWindow::Bind(MemoryRegion& region, uint64_t virtual_address, uint64_t length, ULONG flags,
-                            uint64_t max_window_size, Unbound on_unbound) {
+                            uint64_t max_window_size, Unbound on_unbound, PendHook will_pend) {
     constexpr ULONG kAccepted = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_ALLOW_REMOTE_READ |
                                 NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_DEFER;  // MW-06
     if ((flags & ~kAccepted) != 0 || ((flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) != 0 &&
@@ -49,7 +49,25 @@ NTSTATUS MemoryWindow::Bind(MemoryRegion& region, uint64_t virtual_address, uint
         SetLastErrorText("NdkBind: the window is not inside the MR (MW-03, AMB-06)");
         return STATUS_INVALID_PARAMETER;
     }
+    const Binding binding{virtual_address, length, rights | (mr.rights & kRightReadSink), mr.pages,
+                          virtual_address - mr.base_va + mr.page_offset};
     std::lock_guard lock(mutex_);
+    if (state_ == State::kDraining && !bind_waiting_ && will_pend.function != nullptr) {
+        // Posted right behind an invalidate that is still draining (FR-24: posting order): bound when it ends.
+        region.AddBoundWindow();  // the MR stays registered meanwhile (MW-12)
+        bind_waiting_ = true;
+        drain_waiters_.push_back(
+            [this, binding, &region, on_unbound = std::move(on_unbound), done = will_pend()](NTSTATUS) mutable {
+                {
+                    std::lock_guard relock(mutex_);
+                    bind_waiting_ = false;
+                    PublishLocked(binding, region, std::move(on_unbound));
+                }
+                region.RemoveBoundWindow();  // PublishLocked counted the binding itself
+                done(STATUS_SUCCESS);
+            });
+        return STATUS_PENDING;
+    }
     if (state_ != State::kUnbound) {
         SetLastErrorText("NdkBind: the window is bound; invalidate it first");
         return STATUS_INVALID_DEVICE_STATE;
@@ -61,17 +79,21 @@ NTSTATUS MemoryWindow::Bind(MemoryRegion& region, uint64_t virtual_address, uint
             return status;
         }
     }
-    target_.base_va = virtual_address;
-    target_.length = length;
-    target_.rights = rights | (mr.rights & kRightReadSink);
-    target_.pages = mr.pages;
-    target_.page_offset = virtual_address - mr.base_va + mr.page_offset;
+    PublishLocked(binding, region, std::move(on_unbound));
+    return STATUS_SUCCESS;
+}
+
+void MemoryWindow::PublishLocked(const Binding& binding, MemoryRegion& region, Unbound on_unbound) {
+    target_.base_va = binding.base_va;
+    target_.length = binding.length;
+    target_.rights = binding.rights;
+    target_.pages = binding.pages;
+    target_.page_offset = binding.page_offset;
     region_ = &region;
     on_unbound_ = std::move(on_unbound);
     region.AddBoundWindow();
     token_pair_ = tokens_.Publish(slot_, &target_, token_pair_);  // TOK-04: new key on every bind
     state_ = State::kBound;
-    return STATUS_SUCCESS;
 }
 
 void MemoryWindow::FinishUnbind(std::unique_lock<std::mutex>& lock) {
@@ -87,14 +109,13 @@ void MemoryWindow::FinishUnbind(std::unique_lock<std::mutex>& lock) {
         if (done) done(STATUS_SUCCESS);
 }
 
-NTSTATUS MemoryWindow::Invalidate(PendHook will_pend, DrainDone done) {
+NTSTATUS MemoryWindow::Invalidate(PendHook will_pend) {
     std::unique_lock lock(mutex_);
     if (state_ != State::kBound) {
         SetLastErrorText("NdkInvalidate: the window is not bound");
         return STATUS_INVALID_DEVICE_STATE;
     }
-    drain_waiters_.push_back(std::move(done));  // as for MRs: complete only after accesses in flight
-    return UnbindLocked(lock, will_pend);
+    return UnbindLocked(lock, will_pend);  // as for MRs: complete only after accesses in flight
 }
 
 NTSTATUS MemoryWindow::Shutdown(DrainDone done) {
@@ -109,7 +130,7 @@ NTSTATUS MemoryWindow::Shutdown(DrainDone done) {
 NTSTATUS MemoryWindow::UnbindLocked(std::unique_lock<std::mutex>& lock, PendHook will_pend) {
     state_ = State::kDraining;
     if (!tokens_.Retire(slot_, &MemoryWindow::OnDrained, this)) {
-        will_pend();
+        drain_waiters_.push_back(will_pend());
         return STATUS_PENDING;
     }
     drain_waiters_.clear();  // drained at once: the caller completes inline

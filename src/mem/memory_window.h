@@ -27,12 +27,14 @@ public:
     // MW-03 … MW-07. STATUS_ACCESS_VIOLATION when the MR lacks a requested right (AMB-05: the window's rights
     // must be a subset of the MR's), STATUS_INVALID_PARAMETER for a range outside the MR or flags outside the
     // bind set, STATUS_INVALID_DEVICE_STATE for an unregistered MR or an already bound window.
+    // Posted right behind an invalidate of this window that is still draining, it is checked now and bound when
+    // the drain ends: STATUS_PENDING, and what `will_pend` returned runs then.
     NTSTATUS Bind(MemoryRegion& region, uint64_t virtual_address, uint64_t length, ULONG flags,
-                  uint64_t max_window_size, Unbound on_unbound);
+                  uint64_t max_window_size, Unbound on_unbound, PendHook will_pend = {});
     using DrainDone = MemoryRegion::DrainDone;
-    // MW-13: invalidation. STATUS_SUCCESS when nothing held the window; STATUS_PENDING (after `will_pend`, under
-    // the lock) when accesses are in flight: the MR is released and `done` runs once they drained. Never waits.
-    NTSTATUS Invalidate(PendHook will_pend, DrainDone done);
+    // MW-13: invalidation. STATUS_SUCCESS when nothing held the window; STATUS_PENDING when accesses are in
+    // flight: the MR is released and what `will_pend` returned runs once they drained. Never waits.
+    NTSTATUS Invalidate(PendHook will_pend);
     // Close: unbinds a bound window or joins the drain under way. STATUS_SUCCESS when unbound now, else
     // STATUS_PENDING and `done` runs later.
     NTSTATUS Shutdown(DrainDone done);
@@ -42,6 +44,14 @@ public:
 
 private:
     static void OnDrained(void* self);
+    struct Binding {
+        uint64_t base_va;
+        uint64_t length;
+        uint32_t rights;
+        const std::vector<uint8_t*>* pages;
+        uint64_t page_offset;
+    };
+    void PublishLocked(const Binding& binding, MemoryRegion& region, Unbound on_unbound);
     NTSTATUS UnbindLocked(std::unique_lock<std::mutex>& lock, PendHook will_pend);
     // Runs with the lock held; returns it released. Nothing of the window is touched after the waiters ran.
     void FinishUnbind(std::unique_lock<std::mutex>& lock);
@@ -55,6 +65,7 @@ private:
     MemoryRegion* region_ = nullptr;
     Unbound on_unbound_;
     std::vector<DrainDone> drain_waiters_;
+    bool bind_waiting_ = false;  // a bind is queued behind the drain
 };
 
 }  // namespace softndk::mem

@@ -364,5 +364,56 @@ TEST_P(ListenerCloseTest, CM_23_QueuedConnectEventIsRefusedOnceCloseStarts) {
     for (NDK_OBJECT_HEADER* object : {&active->Header, &qp->Header, &trigger->Header, &cq->Header}) Close(object);
 }
 
+// CM-24 (b) / CM-25: closing one connector ends the peer's pending NdkDisconnect only once no post is running,
+// and flushes the peer's QP as the NdkDisconnect path does.
+TEST_P(ListenerCloseTest, CM_25_PeerCloseCompletesAPendingDisconnectWithItsQpFlushed) {
+    NDK_SGE receive = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkReceive(qp_a_, reinterpret_cast<PVOID>(0x51), &receive, 1), STATUS_SUCCESS);
+    Completion disconnected;
+    NTSTATUS returned = connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &disconnected);
+    EXPECT_EQ(returned, STATUS_PENDING) << "waits for the peer";
+    Close(&connector_b_->Header);
+    connector_b_ = nullptr;
+    EXPECT_EQ(disconnected.Wait(returned), STATUS_SUCCESS);
+    const NDK_RESULT_EX flushed = Poll(cq_a_);
+    EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(0x51));
+    EXPECT_EQ(flushed.Status, STATUS_CANCELLED) << "CM-25: the implicit flush";
+}
+
+// LIFE-09: closing a connector cancels its NdkConnect even when that request's work has not run yet (pend mode,
+// provider thread busy); the close then completes.
+TEST_P(ListenerCloseTest, LIFE_09_CloseCancelsAConnectWhoseWorkHasNotRun) {
+    BlockingNotification blocker;
+    Completion created;
+    NDK_CQ* cq = nullptr;
+    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateCq(adapter_, 8, &BlockingNotification::OnNotify, &blocker,
+                                                           nullptr, &Completion::OnCreate, &created, &cq)),
+              STATUS_SUCCESS);
+    if (cq == nullptr) cq = reinterpret_cast<NDK_CQ*>(created.object());
+    NDK_QP* trigger = CreateQp(cq, cq, nullptr);
+    NDK_CONNECTOR* active = CreateConnector();
+    NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
+    ConnectEvents silent;  // a listener that never answers
+    uint16_t port = 0;
+    NDK_LISTENER* listener = Listen(&silent, 0, &port);
+    NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
+    ASSERT_EQ(trigger->Dispatch->NdkReceive(trigger, nullptr, &sge, 1), STATUS_SUCCESS);
+    cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
+    trigger->Dispatch->NdkFlush(trigger);
+    ASSERT_TRUE(WaitFor([&] { return blocker.inside.load(); }));
+    SOCKADDR_IN source = Loopback(0), destination = Loopback(port);
+    Completion connected;
+    NTSTATUS connect_returned = active->Dispatch->NdkConnect(
+        active, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
+        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+    Completion closed;
+    NTSTATUS close_returned = active->Dispatch->NdkCloseConnector(&active->Header, &Completion::OnClose, &closed);
+    blocker.release = true;
+    EXPECT_EQ(connected.Wait(connect_returned), STATUS_CANCELLED);
+    EXPECT_EQ(closed.Wait(close_returned), STATUS_SUCCESS);
+    if (NDK_CONNECTOR* offered = silent.incoming.load()) Close(&offered->Header);  // CM-22: before its listener
+    for (NDK_OBJECT_HEADER* object : {&qp->Header, &trigger->Header, &cq->Header, &listener->Header}) Close(object);
+}
+
 }  // namespace
 }  // namespace softndk::test

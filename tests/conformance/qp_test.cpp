@@ -147,6 +147,22 @@ TEST_P(QpTest, QP_18_ReceiveLongerThanMaxTransferLengthIsRefused) {
     EXPECT_EQ(Pending(cq_b_), 0u) << "the refused receive was never queued";
 }
 
+// A local protection error on a later SGE gives back the grants of the earlier ones: nothing keeps their
+// registration draining, so deregistering it completes (it pended forever before).
+TEST_P(QpTest, QP_15_LocalErrorOnALaterSgeReleasesTheEarlierOnes) {
+    NDK_MR* first = CreateMr(false);
+    LockedBuffer memory(1);
+    ASSERT_EQ(Register(first, memory.mdl(), memory.bytes(), 0), STATUS_SUCCESS);
+    NDK_SGE sges[2] = {Sge(first, memory.data(), 64), Sge(mr_a_, buffer_a_->data(), 64)};
+    sges[1].MemoryRegionToken ^= 0x5A;  // a stale key on the second SGE
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, sges, 2, RemoteAddress(*buffer_b_),
+                                        mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_INVALID_HANDLE);
+    EXPECT_EQ(Deregister(first), STATUS_SUCCESS) << "no reference of the refused request is left";
+    Close(&first->Header);
+}
+
 // Review finding 4: a zero-length READ or WRITE names no memory, so its token is neither looked up nor checked
 // (QP-16 decision, as siw and rxe do): it completes successfully with a garbage token and with a valid one, and
 // the connection lives on.

@@ -4,6 +4,7 @@
 // completion (the invalidate's CQ entry, the close completion, the disconnect completion) comes after. Before the
 // fix each of these spun until the holder let go. Label: concurrency (ASan and TSan runs).
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -143,6 +144,82 @@ TEST_P(NonBlockingTest, CB_12_FR_22_CompletionsBehindAPendingInvalidateWaitForIt
     EXPECT_EQ(Poll(cq_b_).RequestContext, reinterpret_cast<PVOID>(2));
     adapter_->Dispatch->NdkReleaseLAM(adapter_, reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(lam_storage.data()));
     Close(&fast->Header);
+}
+
+// FR-24: requests act in posting order. A FastRegister of the same MR posted right behind an invalidate that is
+// still draining is accepted and takes effect when the drain ends (before, it failed INVALID_DEVICE_STATE).
+TEST_P(NonBlockingTest, FR_24_FastRegisterBehindADrainingInvalidateTakesEffectInOrder) {
+    std::vector<uint8_t> lam_storage;
+    std::unique_ptr<LockedBuffer> memory;
+    NDK_MR* fast = FastRegistered(lam_storage, memory);
+    const UINT32 old_token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
+    auto* lam = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(lam_storage.data());
+    mem::TokenRef held;
+    Holder holder([&] { held = tokens().Acquire(old_token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, reinterpret_cast<PVOID>(1), &fast->Header, 0), STATUS_SUCCESS);
+    EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, reinterpret_cast<PVOID>(2), fast, 1, lam->AdapterPageArray, 0,
+                                               PAGE_SIZE, reinterpret_cast<PVOID>(0x710000000000ull),
+                                               NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+              STATUS_SUCCESS);
+    EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, nullptr, fast, 1, lam->AdapterPageArray, 0, PAGE_SIZE,
+                                               reinterpret_cast<PVOID>(0x710000000000ull), 0),
+              STATUS_INVALID_DEVICE_STATE)
+        << "a second registration behind the same invalidate is refused";
+    EXPECT_EQ(Pending(cq_b_), 0u);
+    holder.LetGo();
+    const NDK_RESULT_EX invalidated = Poll(cq_b_);
+    const NDK_RESULT_EX registered = Poll(cq_b_);
+    EXPECT_EQ(invalidated.RequestContext, reinterpret_cast<PVOID>(1));
+    EXPECT_EQ(invalidated.Type, NdkOperationTypeInvalidate);
+    EXPECT_EQ(registered.RequestContext, reinterpret_cast<PVOID>(2));
+    EXPECT_EQ(registered.Type, NdkOperationTypeFastRegister);
+    EXPECT_EQ(registered.Status, STATUS_SUCCESS);
+    const UINT32 new_token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
+    EXPECT_NE(new_token, old_token) << "FR-19: fresh tokens";
+    std::memset(buffer_a_->data(), 0x3C, 64);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, 0x710000000000ull + 8, new_token, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(memory->data()[8], 0x3C) << "the new registration maps the LAM's page";
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast->Header, 0), STATUS_SUCCESS);
+    Poll(cq_b_);
+    adapter_->Dispatch->NdkReleaseLAM(adapter_, lam);
+    Close(&fast->Header);
+}
+
+// MW-13 / FR-24: a Bind of a window posted right behind its draining invalidate binds when the drain ends.
+TEST_P(NonBlockingTest, MW_13_BindBehindADrainingInvalidateTakesEffectInOrder) {
+    Completion made;
+    NDK_MW* mw = nullptr;
+    ASSERT_EQ(made.Wait(pd_->Dispatch->NdkCreateMw(pd_, &Completion::OnCreate, &made, &mw)), STATUS_SUCCESS);
+    if (mw == nullptr) mw = reinterpret_cast<NDK_MW*>(made.object());
+    ASSERT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, nullptr, mr_b_, mw, buffer_b_->data(), PAGE_SIZE,
+                                       NDK_OP_FLAG_ALLOW_REMOTE_READ),
+              STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 old_token = mw->Dispatch->NdkGetRemoteTokenFromMw(mw);
+    mem::TokenRef held;
+    Holder holder([&] { held = tokens().Acquire(old_token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, reinterpret_cast<PVOID>(1), &mw->Header, 0), STATUS_SUCCESS);
+    EXPECT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, reinterpret_cast<PVOID>(2), mr_b_, mw, buffer_b_->data() + PAGE_SIZE,
+                                       PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Pending(cq_b_), 0u);
+    holder.LetGo();
+    EXPECT_EQ(Poll(cq_b_).RequestContext, reinterpret_cast<PVOID>(1));
+    const NDK_RESULT_EX bound = Poll(cq_b_);
+    EXPECT_EQ(bound.RequestContext, reinterpret_cast<PVOID>(2));
+    EXPECT_EQ(bound.Type, NdkOperationTypeBind);
+    const UINT32 new_token = mw->Dispatch->NdkGetRemoteTokenFromMw(mw);
+    EXPECT_NE(new_token, 0u);
+    EXPECT_NE(new_token, old_token);
+    std::memset(buffer_a_->data(), 0x4D, 64);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_, PAGE_SIZE), new_token, 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(buffer_b_->data()[PAGE_SIZE + 63], 0x4D);
+    Close(&mw->Header);
 }
 
 TEST_P(NonBlockingTest, CB_12_MW_13_InvalidateAndCloseOfAWindowReturnAtOnce) {
