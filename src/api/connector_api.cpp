@@ -1,5 +1,6 @@
 // NDK_CONNECTOR_DISPATCH (CM-01 … CM-30) over the in-process fabric. Rule: the link is never shut down while
-// a connection's mutex is held, because a terminate (from a poster's thread) takes that mutex.
+// a connection's mutex is held: its idle action may run at once and take that mutex (as a terminate from a
+// poster's thread does).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
