@@ -18,6 +18,15 @@ typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_RANDOM = 2  /* a seeded mix of the two */
 } SOFTNDK_COMPLETION_MODE;
 
+/* How two adapters' QPs reach each other (issue 7). The environment variable SOFTNDK_TRANSPORT (auto, inproc,
+ * deferred, tcp) sets it in SoftNdkInitAdapterConfig. */
+typedef enum _SOFTNDK_TRANSPORT {
+    SOFTNDK_TRANSPORT_AUTO = 0,                /* in-process link for a listener of this process (today: always) */
+    SOFTNDK_TRANSPORT_IN_PROCESS = 1,          /* requests finish inside the post */
+    SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED = 2, /* requests finish later on a delivery thread, as on a wire */
+    SOFTNDK_TRANSPORT_TCP = 3                  /* iWARP over TCP: not implemented yet, STATUS_NOT_SUPPORTED */
+} SOFTNDK_TRANSPORT;
+
 /* Make calls of one named provider function fail (e.g. FunctionName = "NdkRegisterMr").
  * NthCall > 0: only the Nth call (1-based) fails; NthCall = 0: each call fails with Probability (seeded). */
 typedef struct _SOFTNDK_FAULT_RULE {
@@ -46,6 +55,7 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     /* Version 2. NdkAccept(Ex) waits this long for the peer's NdkCompleteConnect(Ex), then completes with
      * STATUS_IO_TIMEOUT (CM-08); 0 = wait for ever. Default 30000. */
     ULONG AcceptTimeoutMs;
+    ULONG Transport; /* a SOFTNDK_TRANSPORT */
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

@@ -169,6 +169,7 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
         (adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED) == 0;
     adapter->local_addresses.assign(Config->LocalAddresses, Config->LocalAddresses + Config->LocalAddressCount);
     adapter->accept_timeout_ms = Config->AcceptTimeoutMs;
+    adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
     adapter->executor = std::make_unique<softndk::engine::CompletionExecutor>(
         static_cast<SOFTNDK_COMPLETION_MODE>(Config->CompletionMode), Config->RandomSeed);
     softndk::api::InitializeHandle(adapter->ndk, NdkObjectTypeAdapter, adapter->info.Version,

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/last_error.h"
 
@@ -81,6 +83,12 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.CompletionMode != SOFTNDK_COMPLETION_INLINE && config.CompletionMode != SOFTNDK_COMPLETION_PEND &&
         config.CompletionMode != SOFTNDK_COMPLETION_RANDOM)
         return InvalidParameter("unknown CompletionMode");
+    if (config.Transport == SOFTNDK_TRANSPORT_TCP) {
+        SetLastErrorText("SoftNdkOpenAdapter: the iWARP/TCP transport is not implemented yet (issue 7)");
+        return STATUS_NOT_SUPPORTED;
+    }
+    if (config.Transport > SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED)
+        return InvalidParameter("unknown Transport (SOFTNDK_TRANSPORT is auto, inproc, deferred or tcp)");
     if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES)
         return InvalidParameter("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
     if (config.LocalAddressCount == 0 || config.LocalAddressCount > SOFTNDK_MAX_LOCAL_ADDRESSES)
@@ -150,6 +158,15 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->RequestedVersion = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};
     Config->CompletionMode = SOFTNDK_COMPLETION_INLINE;
     Config->AcceptTimeoutMs = 30000;
+    Config->Transport = SOFTNDK_TRANSPORT_AUTO;
+    if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
+        const std::string name = transport;
+        Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
+        if (name == "auto") Config->Transport = SOFTNDK_TRANSPORT_AUTO;
+        if (name == "inproc") Config->Transport = SOFTNDK_TRANSPORT_IN_PROCESS;
+        if (name == "deferred") Config->Transport = SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
+        if (name == "tcp") Config->Transport = SOFTNDK_TRANSPORT_TCP;  // refused by SoftNdkOpenAdapter, which says why
+    }
     Config->Limits = softndk::api::DefaultAdapterInfo();
     Config->LocalAddressCount = 2;
     SOCKADDR_IN& v4 = Config->LocalAddresses[0].Ipv4;

@@ -415,14 +415,19 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
                     connector->disconnect_event = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK>(event);
                 connector->disconnect_context = event_context;
                 std::weak_ptr<Connection> weak = connection;
-                connection->link =
-                    std::make_unique<transport::InProcessLink>(&connection->side[0]->qp->qp, &qp->qp, [weak](uint32_t) {
+                // Deferred when either adapter asks for it (SOFTNDK_TRANSPORT=deferred).
+                const bool deferred =
+                    connector->adapter->deferred_links || connection->side[0]->adapter->deferred_links;
+                connection->link = std::make_unique<transport::InProcessLink>(
+                    &connection->side[0]->qp->qp, &qp->qp,
+                    [weak](uint32_t) {
                         // RFC 5040 terminate: both consumers hear of it once (CM-26).
                         if (std::shared_ptr<Connection> dead = weak.lock()) {
                             std::lock_guard lock(dead->mutex);
                             for (int side = 0; side < 2; ++side) IndicateDisconnectLocked(*dead, side);
                         }
-                    });
+                    },
+                    deferred);
                 connection->link->Start(connection->effective_inbound, connection->effective_outbound);
                 connection->state[0] = ConnectorState::kConnectReady;
                 connection->state[1] = ConnectorState::kAccepting;

@@ -34,6 +34,7 @@ struct AdapterObject {
     mem::RegistrationLimits limits{};
     std::vector<SOCKADDR_INET> local_addresses;
     uint32_t accept_timeout_ms = 0;  // CM-08: 0 = none
+    bool deferred_links = false;     // SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED
     engine::FaultInjector faults;
     std::unique_ptr<engine::CompletionExecutor> executor;
     mem::TokenTable tokens;

@@ -224,7 +224,8 @@ UINT32 GetRemoteTokenFromMw(NDK_MW* handle) {
 }
 
 NTSTATUS MakeQp(PdObject* pd, CqObject* rcq, CqObject* icq, SrqObject* srq, PVOID qp_context, ULONG receive_depth,
-                ULONG max_receive_sge, ULONG max_initiator_sge, ULONG inline_size, NDK_OBJECT_HEADER** header) {
+                ULONG max_receive_sge, ULONG initiator_depth, ULONG max_initiator_sge, ULONG inline_size,
+                NDK_OBJECT_HEADER** header) {
     std::unique_ptr<engine::ReceiveQueue> own;
     if (srq == nullptr) {
         own.reset(new (std::nothrow)
@@ -241,7 +242,8 @@ NTSTATUS MakeQp(PdObject* pd, CqObject* rcq, CqObject* icq, SrqObject* srq, PVOI
                                      srq != nullptr,
                                      qp_context,
                                      max_initiator_sge,
-                                     inline_size};
+                                     inline_size,
+                                     initiator_depth};
     auto* qp = new (std::nothrow) QpObject(pd, rcq, icq, srq, std::move(own), params, kQpOps);
     if (qp == nullptr) return STATUS_INSUFFICIENT_RESOURCES;
     rcq->lifetime.AddRef();
@@ -273,7 +275,7 @@ NTSTATUS CreateQp(NDK_PD* handle, NDK_CQ* receive_cq, NDK_CQ* initiator_cq, PVOI
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateQp, pd->lifetime, completion, context, out,
                      [=](NDK_OBJECT_HEADER** header) {
                          return MakeQp(pd, rcq, icq, nullptr, qp_context, receive_depth, max_receive_sge,
-                                       max_initiator_sge, inline_size, header);
+                                       initiator_depth, max_initiator_sge, inline_size, header);
                      });
 }
 
@@ -293,7 +295,8 @@ NTSTATUS CreateQpWithSrq(NDK_PD* handle, NDK_CQ* receive_cq, NDK_CQ* initiator_c
         return InvalidParameter("NdkCreateQpWithSrq: a limit is 0 or above the adapter's (QP-02)");
     return RunCreate(*pd->adapter, ProviderFunction::NdkCreateQpWithSrq, pd->lifetime, completion, context, out,
                      [=](NDK_OBJECT_HEADER** header) {
-                         return MakeQp(pd, rcq, icq, srq, qp_context, 0, 0, max_initiator_sge, inline_size, header);
+                         return MakeQp(pd, rcq, icq, srq, qp_context, 0, 0, initiator_depth, max_initiator_sge,
+                                       inline_size, header);
                      });
 }
 

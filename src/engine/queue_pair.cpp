@@ -157,8 +157,7 @@ bool QueuePair::Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE 
     return true;
 }
 
-template <class Deliver>
-NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request, Deliver deliver) {
+NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request) {
     NTSTATUS status = CheckShape(request.sgl, request.count, request.max_sge, request.flags, request.accepted_flags);
     if (!NT_SUCCESS(status)) return status;
     if (request.type == NdkOperationTypeRead && outbound_read_limit_ == 0 && state() == State::kConnected) {
@@ -169,30 +168,128 @@ NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request, Deliver delive
     if (!Admit(guard, request.context, request.type, request.sgl, request.count, request.rights,
                (request.flags & NDK_OP_FLAG_INLINE) != 0, &status))
         return status;
-    const InboundResult result = deliver();
+    if (!transport_inline_) {
+        // The initiator queue holds what is outstanding: a full queue refuses the request inline (QP-01).
+        if (handed_over_.load(std::memory_order_acquire) >= params_.initiator_depth) {
+            local_.Clear();
+            SetLastErrorText("initiator queue full: %u requests outstanding (InitiatorQueueDepth)",
+                             params_.initiator_depth);
+            return STATUS_INSUFFICIENT_RESOURCES;
+        }
+        HandOver(request);
+        return STATUS_SUCCESS;
+    }
+    InboundResult result;
+    switch (request.kind) {
+        case TransportRequest::Kind::kSend:
+            result = transport_->Send(local_, (request.flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0,
+                                      request.invalidate, request.token);
+            break;
+        case TransportRequest::Kind::kWrite:
+            result = transport_->Write(request.token, request.address, local_);
+            break;
+        case TransportRequest::Kind::kRead:
+            result = transport_->Read(request.token, request.address, local_);
+            break;
+    }
     local_.Clear();
     Complete(request.context, request.type, result.status, request.flags, result.provider_error);
     return STATUS_SUCCESS;
 }
 
+void QueuePair::HandOver(const InitiatorRequest& request) {
+    auto handed = std::make_unique<TransportRequest>();
+    handed->owner = this;
+    handed->kind = request.kind;
+    handed->fenced = (request.flags & NDK_OP_FLAG_READ_FENCE) != 0;
+    handed->solicited = (request.flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
+    handed->invalidate = request.invalidate;
+    handed->token = request.token;
+    handed->address = request.address;
+    if (request.flags & NDK_OP_FLAG_INLINE) {  // QP-13: copy now, the buffer is the consumer's again on return
+        for (const Piece& piece : local_.pieces())
+            handed->inline_copy.insert(handed->inline_copy.end(), piece.data, piece.data + piece.length);
+        local_.Clear();
+        handed->local.Add(handed->inline_copy.data(), handed->inline_copy.size());
+    } else {
+        handed->local = std::move(local_);
+        local_ = PieceList();
+    }
+    handed->ticket = Defer(request.context, request.type, request.flags);
+    handed_over_.fetch_add(1, std::memory_order_acq_rel);
+    if (!gate_.Enter()) {  // closed since this post began: the request ends flushed
+        handed->local.Clear();
+        FinishDeferred(handed->ticket, STATUS_CANCELLED);
+        handed_over_.fetch_sub(1, std::memory_order_acq_rel);
+        return;
+    }
+    std::lock_guard lock(start_mutex_);
+    if (held_.empty() && MayStartLocked(*handed))
+        StartLocked(std::move(handed));
+    else
+        held_.push_back(std::move(handed));
+}
+
+// QP-11: a fenced request starts once no read is outstanding; QP-19: at most ORD reads are outstanding.
+bool QueuePair::MayStartLocked(const TransportRequest& request) const {
+    if (request.fenced && reads_outstanding_ != 0) return false;
+    return request.kind != TransportRequest::Kind::kRead || reads_outstanding_ < outbound_read_limit_;
+}
+
+void QueuePair::StartLocked(std::unique_ptr<TransportRequest> request) {
+    if (request->kind == TransportRequest::Kind::kRead) ++reads_outstanding_;
+    transport_->Submit(std::move(request));  // never completes inside (transport.h), so no lock is re-entered
+}
+
+void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, InboundResult result) {
+    request->local.Clear();  // the local buffers are released before the completion is visible
+    handed_over_.fetch_sub(1, std::memory_order_acq_rel);
+    FinishDeferred(request->ticket, result.status, result.provider_error);
+    if (request->kind == TransportRequest::Kind::kRead) {
+        std::lock_guard lock(start_mutex_);
+        --reads_outstanding_;
+        while (!held_.empty() && MayStartLocked(*held_.front())) {
+            std::unique_ptr<TransportRequest> next = std::move(held_.front());
+            held_.pop_front();
+            StartLocked(std::move(next));
+        }
+    }
+    request.reset();
+    gate_.Leave();  // last: the QP may be torn down once its gate is idle
+}
+
+// Flush on error: held requests never start; they complete flushed, in order.
+void QueuePair::CancelHeld() {
+    std::deque<std::unique_ptr<TransportRequest>> held;
+    {
+        std::lock_guard lock(start_mutex_);
+        held.swap(held_);
+    }
+    for (std::unique_ptr<TransportRequest>& request : held) {
+        request->local.Clear();
+        handed_over_.fetch_sub(1, std::memory_order_acq_rel);
+        FinishDeferred(request->ticket, STATUS_CANCELLED);
+        request.reset();
+        gate_.Leave();
+    }
+}
+
 NTSTATUS QueuePair::Send(PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, bool invalidate, UINT32 token) {
     // TOK-13: a send-and-invalidate completes as a Send on the sender.
-    return RunInitiator(
-        {context, NdkOperationTypeSend, sgl, count, flags, kSendFlags, params_.max_initiator_sge, mem::kRightLocalRead},
-        [&] { return transport_->Send(local_, (flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0, invalidate, token); });
+    return RunInitiator({context, NdkOperationTypeSend, sgl, count, flags, kSendFlags, params_.max_initiator_sge,
+                         mem::kRightLocalRead, TransportRequest::Kind::kSend, token, 0, invalidate});
 }
 
 NTSTATUS QueuePair::Write(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
     return RunInitiator({context, NdkOperationTypeWrite, sgl, count, flags, kWriteFlags, params_.max_initiator_sge,
-                         mem::kRightLocalRead},
-                        [&] { return transport_->Write(token, address, local_); });
+                         mem::kRightLocalRead, TransportRequest::Kind::kWrite, token, address, false});
 }
 
 NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token, ULONG flags) {
     // A read sink needs local write, and the read-sink right where the adapter requires it (MR-13, FR-20).
     return RunInitiator({context, NdkOperationTypeRead, sgl, count, flags, kReadFlags, params_.info->MaxReadRequestSge,
-                         mem::kRightLocalWrite | mem::kRightReadSink},
-                        [&] { return transport_->Read(token, address, local_); });
+                         mem::kRightLocalWrite | mem::kRightReadSink, TransportRequest::Kind::kRead, token, address,
+                         false});
 }
 
 void QueuePair::CancelReceive(PVOID context) {
@@ -213,6 +310,7 @@ NTSTATUS QueuePair::Receive(PVOID context, const NDK_SGE* sgl, ULONG count) {
 }
 
 void QueuePair::Flush() {
+    CancelHeld();                              // QP-21: initiator requests not yet started
     if (params_.shared_receive_queue) return;  // an SRQ's receives belong to the SRQ, not to this QP
     for (PVOID context : params_.receive_queue->Drain()) CancelReceive(context);
 }
@@ -305,13 +403,15 @@ InboundResult QueuePair::OnRead(uint32_t token, uint64_t address, const PieceLis
 
 void QueuePair::Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit) {
     transport_ = transport;
+    transport_inline_ = transport->completes_inline();  // asked once: no virtual call per post
     inbound_read_limit_ = inbound_read_limit;
     outbound_read_limit_ = outbound_read_limit;
 }
 
 void QueuePair::EnterError(bool flush_receives) {
     State expected = State::kConnected;
-    if (state_.compare_exchange_strong(expected, State::kError) && flush_receives) Flush();
+    if (!state_.compare_exchange_strong(expected, State::kError)) return;
+    if (flush_receives) Flush();  // CM-27: a graceful disconnect from the peer flushes nothing
 }
 
 bool QueuePair::Close(PostGate::IdleAction on_idle) {

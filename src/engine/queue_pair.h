@@ -7,6 +7,7 @@
 #include <cassert>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 
 #include <softndk/ndkpi.h>
@@ -35,6 +36,7 @@ public:
         PVOID context;
         uint32_t max_initiator_sge;
         uint32_t inline_size;
+        uint32_t initiator_depth;  // handed-over requests outstanding at most (QP-01)
     };
 
     explicit QueuePair(const Params& params);
@@ -55,13 +57,15 @@ public:
     void FinishDeferred(uint64_t ticket, NTSTATUS status, uint32_t provider_error = 0);
     // ---- receive queue ----
     NTSTATUS Receive(PVOID context, const NDK_SGE* sgl, ULONG count);
-    // QP-21: cancels the queued receives (initiator requests never wait in-process).
+    // QP-21: cancels the queued receives and the handed-over requests not yet started.
     void Flush();
 
     // ---- inbound side, called by the transport on the initiator's thread ----
     InboundResult OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token);
     InboundResult OnWrite(uint32_t token, uint64_t address, const PieceList& payload);
     InboundResult OnRead(uint32_t token, uint64_t address, const PieceList& sink);
+    // ---- a handed-over request has ended (transports that do not complete inline; any thread) ----
+    void OnSubmittedDone(std::unique_ptr<TransportRequest> request, InboundResult result);
 
     // ---- connection management ----
     void Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit);
@@ -90,10 +94,19 @@ private:
         ULONG accepted_flags;
         ULONG max_sge;
         uint32_t rights;  // what the local buffers must grant
+        TransportRequest::Kind kind;
+        uint32_t token;  // remote token (Write, Read) or the token to invalidate (Send)
+        uint64_t address;
+        bool invalidate;
     };
     // Send, Write and Read: shape checks, admission, delivery through the transport, completion.
-    template <class Deliver>
-    NTSTATUS RunInitiator(const InitiatorRequest& request, Deliver deliver);
+    NTSTATUS RunInitiator(const InitiatorRequest& request);
+    // A transport that does not complete inline: the request takes its place in the order and is handed over,
+    // or held while READ_FENCE or the outbound read limit says it must wait (QP-11, QP-19).
+    void HandOver(const InitiatorRequest& request);
+    bool MayStartLocked(const TransportRequest& request) const;
+    void StartLocked(std::unique_ptr<TransportRequest> request);
+    void CancelHeld();
     void Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags, uint32_t provider_error = 0);
     void PushInitiator(const NDK_RESULT_EX& result, ULONG flags);
     uint64_t Defer(PVOID context, NDK_OPERATION_TYPE type, ULONG flags);
@@ -115,6 +128,7 @@ private:
     std::atomic<State> state_{State::kIdle};
     PostGate gate_;
     Transport* transport_ = nullptr;
+    bool transport_inline_ = true;
     uint32_t inbound_read_limit_ = 0;
     uint32_t outbound_read_limit_ = 0;
     PieceList local_;  // scratch for the initiator (posting is serialised per queue, QP-05)
@@ -135,6 +149,12 @@ private:
     std::deque<Ordered> ordered_;
     std::atomic<bool> ordering_{false};  // !ordered_.empty()
     uint64_t next_ticket_ = 1;
+
+    // Handed-over requests (transports that do not complete inline). Each holds the post gate until it ends.
+    std::mutex start_mutex_;  // orders starts: the poster's and those released by a completing read
+    std::deque<std::unique_ptr<TransportRequest>> held_;
+    uint32_t reads_outstanding_ = 0;
+    std::atomic<uint32_t> handed_over_{0};  // outstanding on a transport that completes later
 };
 
 // Keeps the transport usable for one post; fails if the QP is not connected.

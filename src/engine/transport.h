@@ -1,9 +1,14 @@
-// The transport under the engine (DESIGN §4). The initiating QP hands it structured operations; the
-// in-process transport runs the peer's inbound side directly, a wire transport (iWARP over TCP, later)
-// serialises them. The engine never parses bytes.
+// The transport under the engine (DESIGN §4, issue 7 §1). The initiating QP hands it structured operations; it
+// never parses bytes. Two ways to finish a request:
+//  - inline (the in-process link): Send/Write/Read run the peer's inbound side and return its verdict;
+//  - handed over (a wire, or the deferred in-process link): Submit() takes the request and the transport reports
+//    its end later with QueuePair::OnSubmittedDone, from any thread but never inside Submit(). The QP keeps
+//    posting order, READ_FENCE and the outbound read limit (ORD) itself.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include <softndk/ndkpi.h>
 
@@ -11,21 +16,42 @@
 
 namespace softndk::engine {
 
+class QueuePair;
+
 // The peer's verdict on an inbound operation, as the initiator's completion status.
 struct InboundResult {
     NTSTATUS status = STATUS_SUCCESS;
     uint32_t provider_error = 0;  // RFC 5040 terminate layer/type/code when the peer terminated
 };
 
+// A request handed over to a transport that completes later. It owns the references to its local buffers.
+struct TransportRequest {
+    enum class Kind : uint8_t { kSend, kWrite, kRead };
+    QueuePair* owner = nullptr;
+    uint64_t ticket = 0;  // the QP's place in its completion order
+    Kind kind = Kind::kSend;
+    bool fenced = false;  // READ_FENCE (QP-11): starts only once earlier reads have completed
+    bool solicited = false;
+    bool invalidate = false;
+    uint32_t token = 0;
+    uint64_t address = 0;
+    PieceList local;
+    std::vector<uint8_t> inline_copy;  // INLINE data: the consumer's buffer is free once the post returns (QP-13)
+};
+
 class Transport {
 public:
     virtual ~Transport() = default;
+    // True when every operation is finished when its call returns; false when requests go through Submit().
+    virtual bool completes_inline() const { return true; }
     // RDMAP Send / Send with Invalidate: untagged placement into the peer's next receive.
     virtual InboundResult Send(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) = 0;
     // RDMAP Write: tagged placement at (token, address).
     virtual InboundResult Write(uint32_t token, uint64_t address, const PieceList& payload) = 0;
     // RDMAP Read Request / Response: the peer's (token, address) range into the local sink.
     virtual InboundResult Read(uint32_t token, uint64_t address, const PieceList& sink) = 0;
+    // For transports that do not complete inline.
+    virtual void Submit(std::unique_ptr<TransportRequest> request) { (void)request; }
     // RDMAP Terminate from this side (local error): the connection is dead for both sides.
     virtual void Terminate(uint32_t provider_error) = 0;
 };

@@ -1,9 +1,98 @@
 #include "transport/in_process_link.h"
 
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
 namespace softndk::transport {
 
-InProcessLink::InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate)
-    : qp_{active, passive}, ends_{End(this, 0), End(this, 1)}, on_terminate_(std::move(on_terminate)) {}
+namespace {
+
+// One process-wide delivery thread for deferred links: requests run in submission order, so each QP's inbound
+// side stays serialised (QP-05/06) as in the inline case. It stops with the process.
+class DeliveryThread {
+public:
+    static DeliveryThread& Instance() {
+        static DeliveryThread* thread = new DeliveryThread();  // never destroyed: no order problem at exit
+        return *thread;
+    }
+    void Post(std::function<void()> job) {
+        {
+            std::lock_guard lock(mutex_);
+            queue_.push_back(std::move(job));
+        }
+        wake_.notify_one();
+    }
+
+private:
+    DeliveryThread() : thread_([this] { Run(); }) { thread_.detach(); }
+    void Run() {
+        std::unique_lock lock(mutex_);
+        while (true) {
+            wake_.wait(lock, [this] { return !queue_.empty(); });
+            std::function<void()> job = std::move(queue_.front());
+            queue_.pop_front();
+            lock.unlock();
+            job();
+            job = nullptr;
+            lock.lock();
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::function<void()>> queue_;
+    std::thread thread_;
+};
+
+}  // namespace
+
+InProcessLink::InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate,
+                             bool deferred)
+    : qp_{active, passive},
+      ends_{End(this, 0), End(this, 1)},
+      deferred_(deferred),
+      on_terminate_(std::move(on_terminate)) {}
+
+// The request holds its QP's post gate until it ends, so the link outlives it. A read takes two hops, like a
+// Read Request and its Response on a wire: requests posted after it run in between, so READ_FENCE (QP-11) and
+// the responder's inbound read limit (IRD, QP-19) matter here as they do on a wire.
+void InProcessLink::End::Submit(std::unique_ptr<engine::TransportRequest> request) {
+    link_->Deliver(side_, request.release(), false);
+}
+
+void InProcessLink::Deliver(int side, engine::TransportRequest* raw, bool response) {
+    DeliveryThread::Instance().Post([this, side, raw, response] {
+        std::unique_ptr<engine::TransportRequest> owned(raw);
+        const int responder = 1 - side;
+        engine::QueuePair* peer = qp_[responder];
+        engine::InboundResult result;
+        switch (owned->kind) {
+            case engine::TransportRequest::Kind::kSend:
+                result = peer->OnSend(owned->local, owned->solicited, owned->invalidate, owned->token);
+                break;
+            case engine::TransportRequest::Kind::kWrite:
+                result = peer->OnWrite(owned->token, owned->address, owned->local);
+                break;
+            case engine::TransportRequest::Kind::kRead:
+                if (!response) {  // the Read Request arrives: a responder beyond its IRD terminates (RFC 5040)
+                    if (reads_in_flight_[responder].fetch_add(1) + 1 > peer->inbound_read_limit()) {
+                        reads_in_flight_[responder].fetch_sub(1);
+                        constexpr uint32_t kRemoteOperationError = 0x10000u | (0u << 12) | (2u << 8) | 0x06;
+                        Terminate(kRemoteOperationError);
+                        result = {STATUS_CONNECTION_ABORTED, kRemoteOperationError};
+                        break;
+                    }
+                    Deliver(side, owned.release(), true);  // the Response travels back after what is queued now
+                    return;
+                }
+                result = peer->OnRead(owned->token, owned->address, owned->local);
+                reads_in_flight_[responder].fetch_sub(1);
+                break;
+        }
+        engine::QueuePair* owner = owned->owner;
+        owner->OnSubmittedDone(std::move(owned), result);
+    });
+}
 
 void InProcessLink::Start(const uint32_t inbound_limit[2], const uint32_t outbound_limit[2]) {
     for (int side = 0; side < 2; ++side) {

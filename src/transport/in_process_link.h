@@ -1,5 +1,7 @@
 // The in-process transport: two QPs of one process joined directly. Each side's Transport runs the other
-// side's inbound handlers on the initiator's thread, so bytes move with one copy and no parsing.
+// side's inbound handlers on the initiator's thread, so bytes move with one copy and no parsing. Deferred, it
+// hands every request to a delivery thread instead and the request completes later, as on a wire: the engine's
+// posting order, READ_FENCE and read limits then work for real (SOFTNDK_TRANSPORT=deferred).
 #pragma once
 
 #include <atomic>
@@ -17,7 +19,8 @@ public:
     // Called once, on the thread that detected it, when either side terminates the connection.
     using TerminateHook = std::function<void(uint32_t provider_error)>;
 
-    InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate);
+    InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate,
+                  bool deferred = false);
     InProcessLink(const InProcessLink&) = delete;
     InProcessLink& operator=(const InProcessLink&) = delete;
 
@@ -49,18 +52,24 @@ private:
             return link_->qp_[1 - side_]->OnRead(token, address, sink);
         }
         void Terminate(uint32_t provider_error) override { link_->Terminate(provider_error); }
+        bool completes_inline() const override { return !link_->deferred_; }
+        void Submit(std::unique_ptr<engine::TransportRequest> request) override;
 
     private:
         InProcessLink* link_;
         int side_;
     };
 
+    // Deferred links: runs `request` on the delivery thread (a read's second hop is its Response).
+    void Deliver(int side, engine::TransportRequest* request, bool response);
     // One arrival per QP gate going idle, one for the first Shutdown call itself; the last finishes the join.
     bool Arrive(bool by_first_caller);
 
     engine::QueuePair* qp_[2];
     End ends_[2];
-    std::mutex mutex_;  // the shutdown join, never on the post path
+    const bool deferred_;
+    std::atomic<uint32_t> reads_in_flight_[2] = {0, 0};  // inbound Read Requests per responder side (IRD)
+    std::mutex mutex_;                                   // the shutdown join, never on the post path
     bool shut_down_ = false;
     bool idle_ = false;
     int arrivals_pending_ = 0;
