@@ -81,6 +81,11 @@ NTSTATUS CompletionQueue::Resize(uint32_t depth) {
     return STATUS_SUCCESS;
 }
 
+uint32_t CompletionQueue::queued() const {
+    std::lock_guard lock(mutex_);
+    return count_;
+}
+
 uint32_t CompletionQueue::depth() const {
     std::lock_guard lock(mutex_);
     return static_cast<uint32_t>(ring_.size());

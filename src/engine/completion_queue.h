@@ -27,6 +27,7 @@ public:
     // CQ-04: STATUS_INVALID_PARAMETER if the new depth cannot hold what is queued.
     NTSTATUS Resize(uint32_t depth);
     uint32_t depth() const;
+    uint32_t queued() const;  // completions waiting to be polled
     bool in_error() const;
 
 private:

@@ -3,6 +3,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/objects.h"
 #include "engine/completion_queue.h"
 #include "support/connected_pair.h"
 
@@ -272,6 +273,8 @@ TEST_P(CqTest, CQ_13_14_ResultsCarryTypeAndProviderErrorCode) {
             qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i)), &sge, 1,
                                       RemoteAddress(*buffer_b_), mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
             STATUS_SUCCESS);
+    // On a transport that completes later the three arrive after the posts return (SOFTNDK_TRANSPORT=deferred).
+    ASSERT_TRUE(WaitFor([&] { return api::FromHandle<api::CqObject>(cq_a_)->queue.queued() == 3; }));
     NDK_RESULT_EX results[8];
     EXPECT_EQ(cq_a_->Dispatch->NdkGetCqResultsEx(cq_a_, results, 2), 2u) << "at most nResults";
     EXPECT_EQ(cq_a_->Dispatch->NdkGetCqResultsEx(cq_a_, results + 2, 8), 1u);

@@ -68,7 +68,10 @@ TEST_P(LifetimeTest, QP_08_ConnectorCloseRacingPostsIsSafe) {
             NTSTATUS status =
                 qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
                                           mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), NDK_OP_FLAG_SILENT_SUCCESS);
-            EXPECT_TRUE(status == STATUS_SUCCESS || status == STATUS_CONNECTION_INVALID);
+            // A transport that completes later may also have its initiator queue full (QP-01).
+            EXPECT_TRUE(status == STATUS_SUCCESS || status == STATUS_CONNECTION_INVALID ||
+                        status == STATUS_INSUFFICIENT_RESOURCES)
+                << std::hex << status;
             ++posts;
         }
     });
