@@ -55,7 +55,9 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     /* Version 2. NdkAccept(Ex) waits this long for the peer's NdkCompleteConnect(Ex), then completes with
      * STATUS_IO_TIMEOUT (CM-08); 0 = wait for ever. Default 30000. */
     ULONG AcceptTimeoutMs;
-    ULONG Transport; /* a SOFTNDK_TRANSPORT */
+    ULONG Transport;            /* a SOFTNDK_TRANSPORT */
+    ULONG ProgressThreads;      /* progress threads of the adapter (1 … 16, default 1) */
+    ULONG BusyPollMicroseconds; /* how long a progress thread spins before it blocks (default 50) */
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

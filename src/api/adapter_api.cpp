@@ -172,6 +172,15 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
     adapter->executor = std::make_unique<softndk::engine::CompletionExecutor>(
         static_cast<SOFTNDK_COMPLETION_MODE>(Config->CompletionMode), Config->RandomSeed);
+    adapter->progress = std::make_unique<softndk::engine::ProgressEngine>(
+        softndk::engine::ProgressEngine::Options{Config->ProgressThreads, Config->BusyPollMicroseconds});
+    if (!adapter->progress->ok()) {
+        softndk::SetLastErrorText("SoftNdkOpenAdapter: no epoll set or progress thread could be made");
+        adapter->progress.reset();
+        adapter->executor.reset();
+        delete adapter;
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
     softndk::api::InitializeHandle(adapter->ndk, NdkObjectTypeAdapter, adapter->info.Version,
                                    &softndk::api::kAdapterDispatch);
     *ppNdkAdapter = &adapter->ndk;
@@ -191,6 +200,7 @@ extern "C" NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter) {
             std::fprintf(stderr, "softndk: SoftNdkCloseAdapter still waiting: %u objects of this adapter are open\n",
                          adapter->lifetime.references());
     }
+    adapter->progress.reset();  // every object is closed: nothing is queued there any more
     adapter->executor.reset();  // joins the provider thread after its last job
     adapter->magic = 0;
     delete adapter;

@@ -89,6 +89,9 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     }
     if (config.Transport > SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED)
         return InvalidParameter("unknown Transport (SOFTNDK_TRANSPORT is auto, inproc, deferred or tcp)");
+    if (config.ProgressThreads == 0 || config.ProgressThreads > 16)
+        return InvalidParameter("ProgressThreads must be 1 … 16");
+    if (config.BusyPollMicroseconds > 1000000) return InvalidParameter("BusyPollMicroseconds above one second");
     if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES)
         return InvalidParameter("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
     if (config.LocalAddressCount == 0 || config.LocalAddressCount > SOFTNDK_MAX_LOCAL_ADDRESSES)
@@ -159,6 +162,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->CompletionMode = SOFTNDK_COMPLETION_INLINE;
     Config->AcceptTimeoutMs = 30000;
     Config->Transport = SOFTNDK_TRANSPORT_AUTO;
+    Config->ProgressThreads = 1;
+    Config->BusyPollMicroseconds = 50;
     if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
         const std::string name = transport;
         Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why

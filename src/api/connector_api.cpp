@@ -427,7 +427,8 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
                             for (int side = 0; side < 2; ++side) IndicateDisconnectLocked(*dead, side);
                         }
                     },
-                    deferred);
+                    deferred ? connection->side[0]->adapter->progress.get() : nullptr,
+                    deferred ? connector->adapter->progress.get() : nullptr);
                 connection->link->Start(connection->effective_inbound, connection->effective_outbound);
                 connection->state[0] = ConnectorState::kConnectReady;
                 connection->state[1] = ConnectorState::kAccepting;

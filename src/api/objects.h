@@ -14,6 +14,7 @@
 #include "cm/fabric.h"
 #include "engine/completion_executor.h"
 #include "engine/completion_queue.h"
+#include "engine/progress_engine.h"
 #include "engine/queue_pair.h"
 #include "engine/receive_queue.h"
 #include "engine/fault_injector.h"
@@ -37,6 +38,7 @@ struct AdapterObject {
     bool deferred_links = false;     // SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED
     engine::FaultInjector faults;
     std::unique_ptr<engine::CompletionExecutor> executor;
+    std::unique_ptr<engine::ProgressEngine> progress;  // issue 7 §1: deliveries of deferred links, later sockets
     mem::TokenTable tokens;
     mem::LogicalAddressSpace logical;
     std::mutex closed_mutex;

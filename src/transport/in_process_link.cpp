@@ -1,56 +1,13 @@
 #include "transport/in_process_link.h"
 
-#include <condition_variable>
-#include <deque>
-#include <thread>
-
 namespace softndk::transport {
 
-namespace {
-
-// One process-wide delivery thread for deferred links: requests run in submission order, so each QP's inbound
-// side stays serialised (QP-05/06) as in the inline case. It stops with the process.
-class DeliveryThread {
-public:
-    static DeliveryThread& Instance() {
-        static DeliveryThread* thread = new DeliveryThread();  // never destroyed: no order problem at exit
-        return *thread;
-    }
-    void Post(std::function<void()> job) {
-        {
-            std::lock_guard lock(mutex_);
-            queue_.push_back(std::move(job));
-        }
-        wake_.notify_one();
-    }
-
-private:
-    DeliveryThread() : thread_([this] { Run(); }) { thread_.detach(); }
-    void Run() {
-        std::unique_lock lock(mutex_);
-        while (true) {
-            wake_.wait(lock, [this] { return !queue_.empty(); });
-            std::function<void()> job = std::move(queue_.front());
-            queue_.pop_front();
-            lock.unlock();
-            job();
-            job = nullptr;
-            lock.lock();
-        }
-    }
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<std::function<void()>> queue_;
-    std::thread thread_;
-};
-
-}  // namespace
-
 InProcessLink::InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate,
-                             bool deferred)
+                             engine::ProgressEngine* active_progress, engine::ProgressEngine* passive_progress)
     : qp_{active, passive},
       ends_{End(this, 0), End(this, 1)},
-      deferred_(deferred),
+      progress_{active_progress, passive_progress},
+      deferred_(active_progress != nullptr && passive_progress != nullptr),
       on_terminate_(std::move(on_terminate)) {}
 
 // The request holds its QP's post gate until it ends, so the link outlives it. A read takes two hops, like a
@@ -61,7 +18,9 @@ void InProcessLink::End::Submit(std::unique_ptr<engine::TransportRequest> reques
 }
 
 void InProcessLink::Deliver(int side, engine::TransportRequest* raw, bool response) {
-    DeliveryThread::Instance().Post([this, side, raw, response] {
+    // On the initiator's adapter's progress engine, one lane per QP: a QP's requests run in order, and the
+    // peer's inbound side is entered only from there (QP-05/06), as in the inline case.
+    progress_[side]->Post(reinterpret_cast<uintptr_t>(qp_[side]), [this, side, raw, response] {
         std::unique_ptr<engine::TransportRequest> owned(raw);
         const int responder = 1 - side;
         engine::QueuePair* peer = qp_[responder];

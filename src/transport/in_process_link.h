@@ -1,7 +1,7 @@
 // The in-process transport: two QPs of one process joined directly. Each side's Transport runs the other
 // side's inbound handlers on the initiator's thread, so bytes move with one copy and no parsing. Deferred, it
-// hands every request to a delivery thread instead and the request completes later, as on a wire: the engine's
-// posting order, READ_FENCE and read limits then work for real (SOFTNDK_TRANSPORT=deferred).
+// hands every request to its adapter's progress engine instead and the request completes later, as on a wire: the
+// engine's posting order, READ_FENCE and read limits then work for real (SOFTNDK_TRANSPORT=deferred).
 #pragma once
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/progress_engine.h"
 #include "engine/queue_pair.h"
 #include "engine/transport.h"
 
@@ -19,8 +20,10 @@ public:
     // Called once, on the thread that detected it, when either side terminates the connection.
     using TerminateHook = std::function<void(uint32_t provider_error)>;
 
+    // With progress engines given (one per side: its adapter's), the link is deferred.
     InProcessLink(engine::QueuePair* active, engine::QueuePair* passive, TerminateHook on_terminate,
-                  bool deferred = false);
+                  engine::ProgressEngine* active_progress = nullptr,
+                  engine::ProgressEngine* passive_progress = nullptr);
     InProcessLink(const InProcessLink&) = delete;
     InProcessLink& operator=(const InProcessLink&) = delete;
 
@@ -67,6 +70,7 @@ private:
 
     engine::QueuePair* qp_[2];
     End ends_[2];
+    engine::ProgressEngine* progress_[2];
     const bool deferred_;
     std::atomic<uint32_t> reads_in_flight_[2] = {0, 0};  // inbound Read Requests per responder side (IRD)
     std::mutex mutex_;                                   // the shutdown join, never on the post path
