@@ -1,11 +1,8 @@
 // AI-01 … AI-11, LIFE-03/15, and SOFTNDK_ADAPTER_CONFIG validation.
 #include "api/adapter_config.h"
 #include "support/ndk_test_support.h"
+#include "support/unprivileged_child.h"
 
-#include <linux/capability.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,36 +50,23 @@ TEST_P(AdapterInfoTest, FR_23_FrmrPageCountIsWhatTheLockableMemoryBacksBetween16
 // (one page; 64 KiB, the old Linux default) opens an adapter from SoftNdkInitAdapterConfig and sees the limit.
 TEST(AdapterDefaultsTest, FR_23_AI_03_DefaultConfigOpensUnderASmallMemlockLimit) {
     for (const rlim_t limit : {static_cast<rlim_t>(PAGE_SIZE), static_cast<rlim_t>(64 * 1024)}) {
-        pid_t child = fork();
-        ASSERT_GE(child, 0);
-        if (child == 0) {
-            __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-            __user_cap_data_struct caps[2]{};
-            if (syscall(SYS_capget, &header, caps) != 0) _exit(3);
-            caps[0].effective &= ~(1u << CAP_IPC_LOCK);
-            caps[0].permitted &= ~(1u << CAP_IPC_LOCK);
-            if (syscall(SYS_capset, &header, caps) != 0) _exit(3);
-            rlimit low{limit, limit};
-            if (setrlimit(RLIMIT_MEMLOCK, &low) != 0) _exit(3);
+        const int status = RunUnprivileged(limit, [limit] {
             SOFTNDK_ADAPTER_CONFIG config;
             SoftNdkInitAdapterConfig(&config);
             NDK_ADAPTER* adapter = nullptr;
-            const NTSTATUS status = SoftNdkOpenAdapter(&config, &adapter);
-            if (status != STATUS_SUCCESS) {
-                fprintf(stderr, "child: 0x%08X %s\n", static_cast<unsigned>(status), SoftNdkGetLastErrorText());
-                _exit(1);
+            const NTSTATUS opened = SoftNdkOpenAdapter(&config, &adapter);
+            if (opened != STATUS_SUCCESS) {
+                fprintf(stderr, "child: 0x%08X %s\n", static_cast<unsigned>(opened), SoftNdkGetLastErrorText());
+                return 1;
             }
             NDK_ADAPTER_INFO info{};
             ULONG size = sizeof(info);
             adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size);
             const bool honest = info.MaxRegistrationSize == limit && info.FRMRPageCount >= 16;
-            _exit(SoftNdkCloseAdapter(adapter) == STATUS_SUCCESS && honest ? 0 : 2);
-        }
-        int wstatus = 0;
-        waitpid(child, &wstatus, 0);
-        ASSERT_TRUE(WIFEXITED(wstatus));
-        if (WEXITSTATUS(wstatus) == 3) GTEST_SKIP() << "cannot drop CAP_IPC_LOCK here";
-        EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "RLIMIT_MEMLOCK " << limit << ": the default config must open";
+            return SoftNdkCloseAdapter(adapter) == STATUS_SUCCESS && honest ? 0 : 2;
+        });
+        if (status == kCannotDrop) GTEST_SKIP() << "cannot drop CAP_IPC_LOCK here";
+        EXPECT_EQ(status, 0) << "RLIMIT_MEMLOCK " << limit << ": the default config must open";
     }
 }
 

@@ -206,11 +206,8 @@ TEST_P(AcceptRetryTest, CM_08_AcceptRetriesOnTheSameConnectorAfterEveryFailure) 
     NDK_CONNECTOR* active = CreateConnector();
     NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
     NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(ListenerPort());
     Completion connected;
-    NTSTATUS connect_returned = active->Dispatch->NdkConnect(
-        active, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
-        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+    NTSTATUS connect_returned = StartConnect(active, qp, ListenerPort(), connected, 1);
     NDK_CONNECTOR* passive = NextIncoming();
     ASSERT_NE(passive, nullptr);
     {
@@ -246,11 +243,8 @@ TEST_P(AcceptRetryTest, CM_08_AcceptAfterTheConnectingPeerLeftIsAbortedEveryTime
     NDK_CONNECTOR* active = CreateConnector();
     NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
     NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(ListenerPort());
     Completion connected;
-    NTSTATUS connect_returned = active->Dispatch->NdkConnect(
-        active, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
-        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+    NTSTATUS connect_returned = StartConnect(active, qp, ListenerPort(), connected, 1);
     NDK_CONNECTOR* passive = NextIncoming();
     ASSERT_NE(passive, nullptr);
     Close(&active->Header);  // the connecting peer abandons: LIFE-09 cancels its NdkConnect
@@ -264,10 +258,7 @@ TEST_P(AcceptRetryTest, CM_08_AcceptAfterTheConnectingPeerLeftIsAbortedEveryTime
     // The QP was never joined to a link: it still connects elsewhere.
     NDK_CONNECTOR* other = CreateConnector();
     Completion other_connected;
-    NTSTATUS other_returned =
-        other->Dispatch->NdkConnect(other, passive_qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
-                                    reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
-                                    &Completion::OnRequest, &other_connected);
+    NTSTATUS other_returned = StartConnect(other, passive_qp, ListenerPort(), other_connected, 1);
     NDK_QP* far_qp = CreateQp(cq_a_, cq_a_, nullptr);
     NDK_CONNECTOR* far = nullptr;
     AcceptAndComplete(other, other_returned, other_connected, far_qp, &far);
@@ -289,11 +280,8 @@ TEST_P(AcceptTimeoutTest, CM_08_AcceptTimesOutWhenThePeerNeverCompletes) {
     NDK_CONNECTOR* active = CreateConnector();
     NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
     NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(ListenerPort());
     Completion connected;
-    NTSTATUS connect_returned = active->Dispatch->NdkConnect(
-        active, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
-        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+    NTSTATUS connect_returned = StartConnect(active, qp, ListenerPort(), connected, 1);
     ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
     NDK_CONNECTOR* passive = connect_events_.incoming;
     Completion accepted;
@@ -349,11 +337,8 @@ TEST_P(ListenerCloseTest, CM_23_QueuedConnectEventIsRefusedOnceCloseStarts) {
     cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
     trigger->Dispatch->NdkFlush(trigger);
     ASSERT_TRUE(WaitFor([&] { return blocker.inside.load(); }));  // the provider thread is held from here
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(port);
     Completion connected;
-    NTSTATUS connect_returned = active->Dispatch->NdkConnect(
-        active, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
-        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+    NTSTATUS connect_returned = StartConnect(active, qp, port, connected, 1);
     Completion listener_closed;
     NTSTATUS close_returned =
         listener->Dispatch->NdkCloseListener(&listener->Header, &Completion::OnClose, &listener_closed);
@@ -401,11 +386,8 @@ TEST_P(ListenerCloseTest, LIFE_09_CloseCancelsAConnectWhoseWorkHasNotRun) {
     cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
     trigger->Dispatch->NdkFlush(trigger);
     ASSERT_TRUE(WaitFor([&] { return blocker.inside.load(); }));
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(port);
     Completion connected;
-    NTSTATUS connect_returned = active->Dispatch->NdkConnect(
-        active, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&destination),
-        sizeof(destination), 1, 1, nullptr, 0, &Completion::OnRequest, &connected);
+    NTSTATUS connect_returned = StartConnect(active, qp, port, connected, 1);
     Completion closed;
     NTSTATUS close_returned = active->Dispatch->NdkCloseConnector(&active->Header, &Completion::OnClose, &closed);
     blocker.release = true;

@@ -7,15 +7,12 @@
 namespace softndk::test {
 namespace {
 
+// StartConnect (the fixture's) passes read limits of 2 unless told otherwise.
 class CmTest : public ConnectedPairTest {
 protected:
-    // Starts NdkConnect from a fresh connector and QP to `port`; returns what NdkConnect returned.
     NTSTATUS StartConnect(NDK_CONNECTOR* connector, NDK_QP* qp, uint16_t port, Completion& done,
                           const void* data = nullptr, ULONG length = 0, uint16_t source_port = 0) {
-        SOCKADDR_IN source = Loopback(source_port), destination = Loopback(port);
-        return connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
-                                               reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 2, 2,
-                                               const_cast<void*>(data), length, &Completion::OnRequest, &done);
+        return ConnectedPairTest::StartConnect(connector, qp, port, done, 2, data, length, source_port);
     }
 };
 SOFTNDK_ALL_MODES(CmTest);

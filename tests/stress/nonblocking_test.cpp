@@ -78,6 +78,19 @@ protected:
         Close(&cq->Header);  // CQ-16: waits for the notification to return
     }
     mem::TokenTable& tokens() { return api::FromHandle<api::AdapterObject>(adapter_)->tokens; }
+    // Another thread holds a reference on `token` (an access in flight) until LetGo() or two seconds.
+    struct TokenHold {
+        mem::TokenRef ref;
+        std::unique_ptr<Holder> holder;
+    };
+    std::unique_ptr<TokenHold> HoldToken(UINT32 token) {
+        auto hold = std::make_unique<TokenHold>();
+        TokenHold* raw = hold.get();
+        hold->holder = std::make_unique<Holder>(
+            [this, raw, token] { raw->ref = tokens().Acquire(token, mem::TokenKind::kRemote); },
+            [raw] { raw->ref.Reset(); });
+        return hold;
+    }
     engine::PostGate& GateOf(NDK_QP* qp) { return api::FromHandle<api::QpObject>(qp)->qp.gate(); }
 
     NDK_MR* FastRegistered(std::vector<uint8_t>& lam_storage, std::unique_ptr<LockedBuffer>& memory) {
@@ -104,9 +117,9 @@ TEST_P(NonBlockingTest, CB_12_FR_22_InvalidateOfAnFrmrReturnsAtOnceAndCompletesA
     std::unique_ptr<LockedBuffer> memory;
     NDK_MR* fast = FastRegistered(lam_storage, memory);
     const UINT32 token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
-    mem::TokenRef held;
-    Holder holder([&] { held = tokens().Acquire(token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
-    ASSERT_TRUE(held);
+    std::unique_ptr<TokenHold> hold = HoldToken(token);
+    Holder& holder = *hold->holder;
+    ASSERT_TRUE(hold->ref);
     std::atomic<bool> returned_while_held{false};
     NTSTATUS status = STATUS_UNSUCCESSFUL;
     RunInsideNotification([&] {
@@ -131,8 +144,8 @@ TEST_P(NonBlockingTest, CB_12_FR_22_CompletionsBehindAPendingInvalidateWaitForIt
     std::unique_ptr<LockedBuffer> memory;
     NDK_MR* fast = FastRegistered(lam_storage, memory);
     const UINT32 token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
-    mem::TokenRef held;
-    Holder holder([&] { held = tokens().Acquire(token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
+    std::unique_ptr<TokenHold> hold = HoldToken(token);
+    Holder& holder = *hold->holder;
     ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, reinterpret_cast<PVOID>(1), &fast->Header, 0), STATUS_SUCCESS);
     NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
     ASSERT_EQ(qp_b_->Dispatch->NdkWrite(qp_b_, reinterpret_cast<PVOID>(2), &sge, 1, RemoteAddress(*buffer_a_),
@@ -154,8 +167,8 @@ TEST_P(NonBlockingTest, FR_24_FastRegisterBehindADrainingInvalidateTakesEffectIn
     NDK_MR* fast = FastRegistered(lam_storage, memory);
     const UINT32 old_token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
     auto* lam = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(lam_storage.data());
-    mem::TokenRef held;
-    Holder holder([&] { held = tokens().Acquire(old_token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
+    std::unique_ptr<TokenHold> hold = HoldToken(old_token);
+    Holder& holder = *hold->holder;
     ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, reinterpret_cast<PVOID>(1), &fast->Header, 0), STATUS_SUCCESS);
     EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, reinterpret_cast<PVOID>(2), fast, 1, lam->AdapterPageArray, 0,
                                                PAGE_SIZE, reinterpret_cast<PVOID>(0x710000000000ull),
@@ -198,8 +211,8 @@ TEST_P(NonBlockingTest, MW_13_BindBehindADrainingInvalidateTakesEffectInOrder) {
               STATUS_SUCCESS);
     Poll(cq_b_);
     const UINT32 old_token = mw->Dispatch->NdkGetRemoteTokenFromMw(mw);
-    mem::TokenRef held;
-    Holder holder([&] { held = tokens().Acquire(old_token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
+    std::unique_ptr<TokenHold> hold = HoldToken(old_token);
+    Holder& holder = *hold->holder;
     ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, reinterpret_cast<PVOID>(1), &mw->Header, 0), STATUS_SUCCESS);
     EXPECT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, reinterpret_cast<PVOID>(2), mr_b_, mw, buffer_b_->data() + PAGE_SIZE,
                                        PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
@@ -233,9 +246,9 @@ TEST_P(NonBlockingTest, CB_12_MW_13_InvalidateAndCloseOfAWindowReturnAtOnce) {
                   STATUS_SUCCESS);
         EXPECT_EQ(Poll(cq_b_).Type, NdkOperationTypeBind);
         const UINT32 token = mw->Dispatch->NdkGetRemoteTokenFromMw(mw);
-        mem::TokenRef held;
-        Holder holder([&] { held = tokens().Acquire(token, mem::TokenKind::kRemote); }, [&] { held.Reset(); });
-        ASSERT_TRUE(held);
+        std::unique_ptr<TokenHold> hold = HoldToken(token);
+        Holder& holder = *hold->holder;
+        ASSERT_TRUE(hold->ref);
         std::atomic<bool> returned_while_held{false};
         NTSTATUS status = STATUS_UNSUCCESSFUL;
         Completion closed;
@@ -302,13 +315,9 @@ TEST_P(NonBlockingTest, CB_12_CM_09_RejectWithAPostInsideReturnsAtOnce) {
     NDK_QP* active_qp = CreateQp(cq_a_, cq_a_, nullptr);
     NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
     NDK_CONNECTOR* active = CreateConnector();
-    SOCKADDR_IN source = Loopback(0), destination = Loopback(ListenerPort());
     connect_events_.incoming = nullptr;
     Completion connected;
-    NTSTATUS connect_returned =
-        active->Dispatch->NdkConnect(active, active_qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
-                                     reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
-                                     &Completion::OnRequest, &connected);
+    NTSTATUS connect_returned = StartConnect(active, active_qp, ListenerPort(), connected, 1);
     ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
     NDK_CONNECTOR* passive = connect_events_.incoming;
     Completion accepted;

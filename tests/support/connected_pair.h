@@ -144,6 +144,16 @@ protected:
         return ntohs(local.sin_port);
     }
 
+    // Starts NdkConnect from `connector` and `qp` to a loopback `port`; returns what NdkConnect returned.
+    NTSTATUS StartConnect(NDK_CONNECTOR* connector, NDK_QP* qp, uint16_t port, Completion& done, ULONG read_limit = 2,
+                          const void* data = nullptr, ULONG length = 0, uint16_t source_port = 0) {
+        SOCKADDR_IN source = Loopback(source_port), destination = Loopback(port);
+        return connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+                                               reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination),
+                                               read_limit, read_limit, const_cast<void*>(data), length,
+                                               &Completion::OnRequest, &done);
+    }
+
     struct Connectors {
         NDK_CONNECTOR* active = nullptr;
         NDK_CONNECTOR* passive = nullptr;

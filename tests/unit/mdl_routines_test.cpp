@@ -13,6 +13,7 @@
 #include <softndk/wdm.h>
 
 #include "mm/locked_page_registry.h"
+#include "support/unprivileged_child.h"
 
 namespace {
 
@@ -126,30 +127,17 @@ TEST(MdlRoutinesDeathTest, MDL_08_MmProbeAndLockPagesAbortsWhereTheKernelWouldRa
 TEST(MdlRoutinesTest, MDL_08_RealMemlockLimitIsReportedByName) {
     // A child without CAP_IPC_LOCK and with RLIMIT_MEMLOCK of one page, as an unprivileged user would run.
     uint8_t* memory = MapPages(4);
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-        __user_cap_data_struct caps[2]{};
-        if (syscall(SYS_capget, &header, caps) != 0) _exit(3);
-        caps[0].effective &= ~(1u << CAP_IPC_LOCK);
-        caps[0].permitted &= ~(1u << CAP_IPC_LOCK);
-        if (syscall(SYS_capset, &header, caps) != 0) _exit(3);
-        rlimit low{PAGE_SIZE, PAGE_SIZE};
-        if (setrlimit(RLIMIT_MEMLOCK, &low) != 0) _exit(3);
+    const int status = softndk::test::RunUnprivileged(PAGE_SIZE, [memory] {
         MDL* mdl = IoAllocateMdl(memory, 4 * PAGE_SIZE, FALSE, FALSE, nullptr);
-        NTSTATUS status = SoftNdkProbeAndLockPages(mdl, UserMode, IoWriteAccess);
+        NTSTATUS locked = SoftNdkProbeAndLockPages(mdl, UserMode, IoWriteAccess);
         bool named = std::string(SoftNdkGetLastErrorText()).find("RLIMIT_MEMLOCK") != std::string::npos;
-        if (status != STATUS_WORKING_SET_QUOTA || !named)
-            fprintf(stderr, "child: 0x%08X %s\n", (unsigned)status, SoftNdkGetLastErrorText());
-        _exit(status == STATUS_WORKING_SET_QUOTA && named ? 0 : 1);
-    }
-    int wstatus = 0;
-    waitpid(child, &wstatus, 0);
+        if (locked != STATUS_WORKING_SET_QUOTA || !named)
+            fprintf(stderr, "child: 0x%08X %s\n", (unsigned)locked, SoftNdkGetLastErrorText());
+        return locked == STATUS_WORKING_SET_QUOTA && named ? 0 : 1;
+    });
     munmap(memory, 4 * PAGE_SIZE);
-    ASSERT_TRUE(WIFEXITED(wstatus));
-    if (WEXITSTATUS(wstatus) == 3) GTEST_SKIP() << "cannot drop CAP_IPC_LOCK here";
-    EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "expected STATUS_WORKING_SET_QUOTA naming RLIMIT_MEMLOCK";
+    if (status == softndk::test::kCannotDrop) GTEST_SKIP() << "cannot drop CAP_IPC_LOCK here";
+    EXPECT_EQ(status, 0) << "expected STATUS_WORKING_SET_QUOTA naming RLIMIT_MEMLOCK";
 }
 
 TEST(MdlRoutinesTest, MDL_10_PartialMdlDescribesASubrangeOfTheSource) {
