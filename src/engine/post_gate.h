@@ -41,7 +41,6 @@ public:
         if (on_idle) actions_.push_back(std::move(on_idle));
         return false;
     }
-    bool closed() const { return (word_.load(std::memory_order_acquire) & kClosed) != 0; }
     bool idle() const {
         std::lock_guard lock(mutex_);
         return idle_;

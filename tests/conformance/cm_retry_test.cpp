@@ -139,14 +139,8 @@ TEST_P(ConnectRetryTest, CM_04_20_ConnectRetriesOnTheSameConnectorAfterEveryFail
 }
 
 TEST_P(SharedConnectRetryTest, CM_06_21_SharedEndpointConnectRetriesAfterEveryFailure) {
-    Completion created;
-    NDK_SHARED_ENDPOINT* shared = nullptr;
-    SOCKADDR_IN address = Loopback(0);
-    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(adapter_, reinterpret_cast<PSOCKADDR>(&address),
-                                                                       sizeof(address), &Completion::OnCreate, &created,
-                                                                       &shared)),
-              STATUS_SUCCESS);
-    if (shared == nullptr) shared = reinterpret_cast<NDK_SHARED_ENDPOINT*>(created.object());
+    NDK_SHARED_ENDPOINT* shared = CreateSharedEndpoint();
+    ASSERT_NE(shared, nullptr);
     NDK_CONNECTOR* first = CreateConnector();
     NDK_CONNECTOR* second = CreateConnector();
     NDK_QP* qp1 = CreateQp(cq_a_, cq_a_, nullptr);
@@ -315,7 +309,32 @@ struct BlockingNotification {
     }
 };
 
-class ListenerCloseTest : public ConnectedPairTest {};
+// Holds the adapter's provider thread inside a CQ notification, so what is posted to it meanwhile queues.
+class ListenerCloseTest : public ConnectedPairTest {
+protected:
+    void Prepare(BlockingNotification& blocker) {
+        Completion created;
+        ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateCq(adapter_, 8, &BlockingNotification::OnNotify, &blocker,
+                                                               nullptr, &Completion::OnCreate, &created, &block_cq_)),
+                  STATUS_SUCCESS);
+        if (block_cq_ == nullptr) block_cq_ = reinterpret_cast<NDK_CQ*>(created.object());
+        trigger_ = CreateQp(block_cq_, block_cq_, nullptr);
+    }
+    void Block(BlockingNotification& blocker) {
+        NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
+        ASSERT_EQ(trigger_->Dispatch->NdkReceive(trigger_, nullptr, &sge, 1), STATUS_SUCCESS);
+        block_cq_->Dispatch->NdkArmCq(block_cq_, NDK_CQ_NOTIFY_ANY);
+        trigger_->Dispatch->NdkFlush(trigger_);
+        ASSERT_TRUE(WaitFor([&] { return blocker.inside.load(); }));  // the provider thread is held from here
+    }
+    void TearDown() override {
+        if (trigger_ != nullptr) Close(&trigger_->Header);
+        if (block_cq_ != nullptr) Close(&block_cq_->Header);
+        ConnectedPairTest::TearDown();
+    }
+    NDK_CQ* block_cq_ = nullptr;
+    NDK_QP* trigger_ = nullptr;
+};
 SOFTNDK_ALL_MODES(ListenerCloseTest);
 
 TEST_P(ListenerCloseTest, CM_23_QueuedConnectEventIsRefusedOnceCloseStarts) {
@@ -323,20 +342,10 @@ TEST_P(ListenerCloseTest, CM_23_QueuedConnectEventIsRefusedOnceCloseStarts) {
     uint16_t port = 0;
     NDK_LISTENER* listener = Listen(&events, 0, &port);
     BlockingNotification blocker;
-    Completion created;
-    NDK_CQ* cq = nullptr;
-    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateCq(adapter_, 8, &BlockingNotification::OnNotify, &blocker,
-                                                           nullptr, &Completion::OnCreate, &created, &cq)),
-              STATUS_SUCCESS);
-    if (cq == nullptr) cq = reinterpret_cast<NDK_CQ*>(created.object());
-    NDK_QP* trigger = CreateQp(cq, cq, nullptr);
+    Prepare(blocker);
     NDK_CONNECTOR* active = CreateConnector();
     NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
-    NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
-    ASSERT_EQ(trigger->Dispatch->NdkReceive(trigger, nullptr, &sge, 1), STATUS_SUCCESS);
-    cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
-    trigger->Dispatch->NdkFlush(trigger);
-    ASSERT_TRUE(WaitFor([&] { return blocker.inside.load(); }));  // the provider thread is held from here
+    Block(blocker);
     Completion connected;
     NTSTATUS connect_returned = StartConnect(active, qp, port, connected, 1);
     Completion listener_closed;
@@ -346,7 +355,7 @@ TEST_P(ListenerCloseTest, CM_23_QueuedConnectEventIsRefusedOnceCloseStarts) {
     EXPECT_EQ(connected.Wait(connect_returned), STATUS_CONNECTION_REFUSED);
     EXPECT_EQ(listener_closed.Wait(close_returned), STATUS_SUCCESS);
     EXPECT_EQ(events.count.load(), 0) << "no connect event after the close started";
-    for (NDK_OBJECT_HEADER* object : {&active->Header, &qp->Header, &trigger->Header, &cq->Header}) Close(object);
+    for (NDK_OBJECT_HEADER* object : {&active->Header, &qp->Header}) Close(object);
 }
 
 // CM-24 (b) / CM-25: closing one connector ends the peer's pending NdkDisconnect only once no post is running,
@@ -369,23 +378,13 @@ TEST_P(ListenerCloseTest, CM_25_PeerCloseCompletesAPendingDisconnectWithItsQpFlu
 // provider thread busy); the close then completes.
 TEST_P(ListenerCloseTest, LIFE_09_CloseCancelsAConnectWhoseWorkHasNotRun) {
     BlockingNotification blocker;
-    Completion created;
-    NDK_CQ* cq = nullptr;
-    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateCq(adapter_, 8, &BlockingNotification::OnNotify, &blocker,
-                                                           nullptr, &Completion::OnCreate, &created, &cq)),
-              STATUS_SUCCESS);
-    if (cq == nullptr) cq = reinterpret_cast<NDK_CQ*>(created.object());
-    NDK_QP* trigger = CreateQp(cq, cq, nullptr);
+    Prepare(blocker);
     NDK_CONNECTOR* active = CreateConnector();
     NDK_QP* qp = CreateQp(cq_a_, cq_a_, nullptr);
     ConnectEvents silent;  // a listener that never answers
     uint16_t port = 0;
     NDK_LISTENER* listener = Listen(&silent, 0, &port);
-    NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 8);
-    ASSERT_EQ(trigger->Dispatch->NdkReceive(trigger, nullptr, &sge, 1), STATUS_SUCCESS);
-    cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
-    trigger->Dispatch->NdkFlush(trigger);
-    ASSERT_TRUE(WaitFor([&] { return blocker.inside.load(); }));
+    Block(blocker);
     Completion connected;
     NTSTATUS connect_returned = StartConnect(active, qp, port, connected, 1);
     Completion closed;
@@ -394,7 +393,7 @@ TEST_P(ListenerCloseTest, LIFE_09_CloseCancelsAConnectWhoseWorkHasNotRun) {
     EXPECT_EQ(connected.Wait(connect_returned), STATUS_CANCELLED);
     EXPECT_EQ(closed.Wait(close_returned), STATUS_SUCCESS);
     if (NDK_CONNECTOR* offered = silent.incoming.load()) Close(&offered->Header);  // CM-22: before its listener
-    for (NDK_OBJECT_HEADER* object : {&qp->Header, &trigger->Header, &cq->Header, &listener->Header}) Close(object);
+    for (NDK_OBJECT_HEADER* object : {&qp->Header, &listener->Header}) Close(object);
 }
 
 }  // namespace

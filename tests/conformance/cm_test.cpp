@@ -259,14 +259,8 @@ TEST_P(CmTest, CM_26_ClosingOneSideIndicatesADisconnectToTheOther) {
 }
 
 TEST_P(CmTest, CM_06_21_SharedEndpointConnectsToManyAndRefusesADuplicate4Tuple) {
-    Completion created;
-    NDK_SHARED_ENDPOINT* shared = nullptr;
-    SOCKADDR_IN address = Loopback(0);
-    ASSERT_EQ(created.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(adapter_, reinterpret_cast<PSOCKADDR>(&address),
-                                                                       sizeof(address), &Completion::OnCreate, &created,
-                                                                       &shared)),
-              STATUS_SUCCESS);
-    if (shared == nullptr) shared = reinterpret_cast<NDK_SHARED_ENDPOINT*>(created.object());
+    NDK_SHARED_ENDPOINT* shared = CreateSharedEndpoint();
+    ASSERT_NE(shared, nullptr);
     SOCKADDR_IN local{};
     ULONG length = sizeof(local);
     ASSERT_EQ(shared->Dispatch->NdkGetLocalAddress(shared, reinterpret_cast<PSOCKADDR>(&local), &length),

@@ -144,6 +144,17 @@ protected:
         return ntohs(local.sin_port);
     }
 
+    // A shared endpoint on the loopback address (port 0: an ephemeral port).
+    NDK_SHARED_ENDPOINT* CreateSharedEndpoint(uint16_t port = 0) {
+        Completion created;
+        NDK_SHARED_ENDPOINT* shared = nullptr;
+        SOCKADDR_IN address = Loopback(port);
+        EXPECT_EQ(created.Wait(adapter_->Dispatch->NdkCreateSharedEndpoint(
+                      adapter_, reinterpret_cast<PSOCKADDR>(&address), sizeof(address), &Completion::OnCreate, &created,
+                      &shared)),
+                  STATUS_SUCCESS);
+        return shared != nullptr ? shared : reinterpret_cast<NDK_SHARED_ENDPOINT*>(created.object());
+    }
     // Starts NdkConnect from `connector` and `qp` to a loopback `port`; returns what NdkConnect returned.
     NTSTATUS StartConnect(NDK_CONNECTOR* connector, NDK_QP* qp, uint16_t port, Completion& done, ULONG read_limit = 2,
                           const void* data = nullptr, ULONG length = 0, uint16_t source_port = 0) {
