@@ -13,5 +13,11 @@ echo "== softndk-demo (every call pends)"
 build/release/tools/softndk-demo --pend
 echo "== ndkping: send, fast-register, RDMA write + read, send-and-invalidate, verified"
 build/release/tools/ndkping -c 5
+echo "== ndkping between two processes over iWARP/TCP on loopback (MPA v2 / DDP / RDMAP)"
+build/release/tools/ndkping --server -a 127.0.0.1 -p 7174 &
+server=$!
+sleep 0.5
+build/release/tools/ndkping --client -a 127.0.0.1 -p 7174 -c 5 -s 65536
+wait "$server"
 echo "== ndkperf (short run)"
 build/release/tools/ndkperf --seconds 0.05 --sizes 64,4096,65536,1048576

@@ -1,10 +1,12 @@
-/* ndkping: like rping. A server and a client (two adapters in this process) connect over a listener address.
- * Each iteration: the client sends a ping; the server fast-registers its buffer and sends back the token; the
- * client RDMA-writes a pattern there, reads it back, and both sides verify it; the client's send-and-invalidate
- * retires the token. Prints a line per iteration and a summary.
- * Usage: ndkping [-c count] [-s size] [-a address] [--pend|--random] */
+/* ndkping: like rping. A server and a client connect over a listener address: both in this process (the
+ * default), or in two processes or hosts over iWARP/TCP (--server, then --client with the server's address and
+ * port). Each iteration: the client sends a ping; the server fast-registers its buffer and sends back the token;
+ * the client RDMA-writes a pattern there, reads it back, and both sides verify it; the client's
+ * send-and-invalidate retires the token. Prints a line per iteration and a summary.
+ * Usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size] [--pend|--random] */
 #include <arpa/inet.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "ndk_wait.h"
 
@@ -32,6 +34,12 @@ typedef struct {
 } side_t;
 
 static NDK_CONNECTOR* volatile g_incoming;
+static volatile int g_disconnected;
+
+static void on_disconnect(PVOID context) {
+    (void)context;
+    g_disconnected = 1;
+}
 
 static void on_connect(PVOID context, NDK_CONNECTOR* connector) {
     (void)context;
@@ -54,6 +62,13 @@ static NDK_RESULT_EX poll_one(side_t* side) {
     while (side->cq->Dispatch->NdkGetCqResultsEx(side->cq, &result, 1) == 0) {
     }
     return result;
+}
+
+/* The server's wait for the next message: 0 when the client disconnected instead. */
+static int poll_or_disconnect(side_t* side, NDK_RESULT_EX* result) {
+    while (side->cq->Dispatch->NdkGetCqResultsEx(side->cq, result, 1) == 0)
+        if (g_disconnected) return 0;
+    return 1;
 }
 
 static NDK_MR* register_buffer(side_t* side, void* buffer, size_t bytes, PMDL* mdl_out) {
@@ -125,6 +140,8 @@ int main(int argc, char** argv) {
     int count = 5;
     ULONG size = 4096;
     const char* address_text = "127.0.0.1";
+    unsigned port_number = 0;
+    int serve = 1, ping = 1; /* both sides in this process unless --server or --client */
     ULONG mode = ndk_parse_mode(argc, argv);
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
@@ -133,161 +150,250 @@ int main(int argc, char** argv) {
             size = (ULONG)strtoul(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "-a") == 0 && i + 1 < argc)
             address_text = argv[++i];
+        else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
+            port_number = (unsigned)strtoul(argv[++i], NULL, 0);
+        else if (strcmp(argv[i], "--server") == 0)
+            ping = 0;
+        else if (strcmp(argv[i], "--client") == 0)
+            serve = 0;
         else if (strcmp(argv[i], "--pend") != 0 && strcmp(argv[i], "--random") != 0) {
-            fprintf(stderr, "usage: ndkping [-c count] [-s size<=%d] [-a address] [--pend|--random]\n", MAX_SIZE);
+            fprintf(stderr,
+                    "usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size<=%d] "
+                    "[--pend|--random]\n",
+                    MAX_SIZE);
             return 2;
         }
     }
     SOCKADDR_INET address;
     int address_length = parse_address(address_text, &address);
-    if (size == 0 || size > MAX_SIZE || count <= 0 || address_length == 0) {
-        fprintf(stderr, "ndkping: bad size, count or address\n");
+    if (size == 0 || size > MAX_SIZE || count <= 0 || address_length == 0 || port_number > 65535 || (!serve && !ping) ||
+        (!serve && port_number == 0)) {
+        fprintf(stderr, "ndkping: bad size, count, address or port (a client needs the server's -a and -p)\n");
         return 2;
     }
+    if (address.si_family == AF_INET)
+        address.Ipv4.sin_port = htons((USHORT)port_number);
+    else
+        address.Ipv6.sin6_port = htons((USHORT)port_number);
+    setvbuf(stdout, NULL, _IOLBF, 0);
     side_t server = {0}, client = {0};
-    open_side(&server, mode);
-    open_side(&client, mode);
-
-    /* Server: listen; client: connect; server: accept. */
+    if (serve) open_side(&server, mode);
+    if (ping) open_side(&client, mode);
+    static const char* modes[] = {"inline", "pend", "random"};
     ndk_wait_t wait = {0};
     NDK_LISTENER* listener = NULL;
-    listener = created(&wait,
-                       server.adapter->Dispatch->NdkCreateListener(server.adapter, on_connect, NULL, ndk_wait_on_create,
-                                                                   &wait, &listener),
-                       &listener, "NdkCreateListener");
-    memset(&wait, 0, sizeof(wait));
-    ndk_check(ndk_wait(&wait, listener->Dispatch->NdkListen(listener, (PSOCKADDR)&address, (ULONG)address_length,
-                                                            ndk_wait_on_request, &wait)),
-              "NdkListen");
-    SOCKADDR_INET bound;
-    ULONG bound_length = sizeof(bound);
-    ndk_check(listener->Dispatch->NdkGetLocalAddress(listener, (PSOCKADDR)&bound, &bound_length), "NdkGetLocalAddress");
-    char text[INET6_ADDRSTRLEN];
-    inet_ntop(bound.si_family, bound.si_family == AF_INET ? (void*)&bound.Ipv4.sin_addr : (void*)&bound.Ipv6.sin6_addr,
-              text, sizeof(text));
-    const unsigned port = ntohs(bound.si_family == AF_INET ? bound.Ipv4.sin_port : bound.Ipv6.sin6_port);
-    static const char* modes[] = {"inline", "pend", "random"};
-    printf("ndkping: server listening on %s port %u; %d iterations of %u bytes, %s completions\n", text, port, count,
-           size, modes[mode]);
-
-    memset(&wait, 0, sizeof(wait));
-    client.connector = created(
-        &wait,
-        client.adapter->Dispatch->NdkCreateConnector(client.adapter, ndk_wait_on_create, &wait, &client.connector),
-        &client.connector, "NdkCreateConnector");
-    SOCKADDR_INET source = address;
-    if (source.si_family == AF_INET)
-        source.Ipv4.sin_port = 0;
-    else
-        source.Ipv6.sin6_port = 0;
-    post_control_receive(&server);
-    post_control_receive(&client);
+    SOCKADDR_INET bound = address;
+    ULONG bound_length = (ULONG)address_length;
+    if (serve) { /* listen; the connect event hands over the passive connector */
+        listener = created(&wait,
+                           server.adapter->Dispatch->NdkCreateListener(server.adapter, on_connect, NULL,
+                                                                       ndk_wait_on_create, &wait, &listener),
+                           &listener, "NdkCreateListener");
+        memset(&wait, 0, sizeof(wait));
+        ndk_check(ndk_wait(&wait, listener->Dispatch->NdkListen(listener, (PSOCKADDR)&address, (ULONG)address_length,
+                                                                ndk_wait_on_request, &wait)),
+                  "NdkListen");
+        bound_length = sizeof(bound);
+        ndk_check(listener->Dispatch->NdkGetLocalAddress(listener, (PSOCKADDR)&bound, &bound_length),
+                  "NdkGetLocalAddress");
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(bound.si_family,
+                  bound.si_family == AF_INET ? (void*)&bound.Ipv4.sin_addr : (void*)&bound.Ipv6.sin6_addr, text,
+                  sizeof(text));
+        const unsigned port = ntohs(bound.si_family == AF_INET ? bound.Ipv4.sin_port : bound.Ipv6.sin6_port);
+        if (ping)
+            printf("ndkping: server listening on %s port %u; %d iterations of %u bytes, %s completions\n", text, port,
+                   count, size, modes[mode]);
+        else
+            printf("ndkping: server listening on %s port %u (iWARP/TCP), %s completions\n", text, port, modes[mode]);
+        post_control_receive(&server); /* two: the next ping may arrive before this side re-posts */
+        post_control_receive(&server);
+    }
     ndk_wait_t connected = {0}, accepted = {0}, completed = {0};
-    NTSTATUS connect_returned = client.connector->Dispatch->NdkConnect(
-        client.connector, client.qp, (PSOCKADDR)&source, (ULONG)address_length, (PSOCKADDR)&bound, bound_length, 4, 4,
-        (PVOID) "ndkping", 8, ndk_wait_on_request, &connected);
-    while (g_incoming == NULL) sched_yield();
-    server.connector = g_incoming;
-    NTSTATUS accept_returned = server.connector->Dispatch->NdkAccept(server.connector, server.qp, 4, 4, NULL, 0, NULL,
-                                                                     NULL, ndk_wait_on_request, &accepted);
-    ndk_check(ndk_wait(&connected, connect_returned), "NdkConnect");
-    ndk_check(ndk_wait(&completed, client.connector->Dispatch->NdkCompleteConnect(client.connector, NULL, NULL,
-                                                                                  ndk_wait_on_request, &completed)),
-              "NdkCompleteConnect");
-    ndk_check(ndk_wait(&accepted, accept_returned), "NdkAccept");
+    NTSTATUS connect_returned = STATUS_SUCCESS;
+    if (ping) {
+        memset(&wait, 0, sizeof(wait));
+        client.connector = created(
+            &wait,
+            client.adapter->Dispatch->NdkCreateConnector(client.adapter, ndk_wait_on_create, &wait, &client.connector),
+            &client.connector, "NdkCreateConnector");
+        SOCKADDR_INET source;
+        memset(&source, 0, sizeof(source));
+        source.si_family = bound.si_family; /* the loopback address of the family (the adapter owns it) */
+        if (source.si_family == AF_INET)
+            source.Ipv4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        else
+            memcpy(&source.Ipv6.sin6_addr, &in6addr_loopback, sizeof(source.Ipv6.sin6_addr));
+        if (!serve) {
+            char text[INET6_ADDRSTRLEN];
+            inet_ntop(bound.si_family,
+                      bound.si_family == AF_INET ? (void*)&bound.Ipv4.sin_addr : (void*)&bound.Ipv6.sin6_addr, text,
+                      sizeof(text));
+            printf("ndkping: client to %s port %u; %d iterations of %u bytes, %s completions\n", text, port_number,
+                   count, size, modes[mode]);
+        }
+        post_control_receive(&client);
+        connect_returned = client.connector->Dispatch->NdkConnect(
+            client.connector, client.qp, (PSOCKADDR)&source, (ULONG)address_length, (PSOCKADDR)&bound, bound_length, 4,
+            4, (PVOID) "ndkping", 8, ndk_wait_on_request, &connected);
+    }
+    if (serve) {
+        while (g_incoming == NULL) usleep(100);
+        server.connector = g_incoming;
+        NTSTATUS accept_returned = server.connector->Dispatch->NdkAccept(
+            server.connector, server.qp, 4, 4, NULL, 0, on_disconnect, NULL, ndk_wait_on_request, &accepted);
+        if (ping) {
+            ndk_check(ndk_wait(&connected, connect_returned), "NdkConnect");
+            ndk_check(ndk_wait(&completed, client.connector->Dispatch->NdkCompleteConnect(
+                                               client.connector, NULL, NULL, ndk_wait_on_request, &completed)),
+                      "NdkCompleteConnect");
+        }
+        ndk_check(ndk_wait(&accepted, accept_returned), "NdkAccept");
+    } else {
+        ndk_check(ndk_wait(&connected, connect_returned), "NdkConnect");
+        ndk_check(ndk_wait(&completed, client.connector->Dispatch->NdkCompleteConnect(client.connector, NULL, NULL,
+                                                                                      ndk_wait_on_request, &completed)),
+                  "NdkCompleteConnect");
+    }
 
     /* Server: a LAM over its RDMA buffer and a fast-register MR. */
     ULONG lam_size = NDK_LAM_SIZE(PAGES), fbo = 0;
-    NDK_LOGICAL_ADDRESS_MAPPING* lam = malloc(lam_size);
-    memset(&wait, 0, sizeof(wait));
-    ndk_check(ndk_wait(&wait, server.adapter->Dispatch->NdkBuildLAM(server.adapter, server.data_mdl, MAX_SIZE,
-                                                                    ndk_wait_on_request, &wait, lam, &lam_size, &fbo)),
-              "NdkBuildLAM");
-    memset(&wait, 0, sizeof(wait));
+    NDK_LOGICAL_ADDRESS_MAPPING* lam = NULL;
     NDK_MR* fast = NULL;
-    fast = created(&wait, server.pd->Dispatch->NdkCreateMr(server.pd, TRUE, ndk_wait_on_create, &wait, &fast), &fast,
-                   "NdkCreateMr");
-    memset(&wait, 0, sizeof(wait));
-    ndk_check(
-        ndk_wait(&wait, fast->Dispatch->NdkInitializeFastRegisterMr(fast, PAGES, TRUE, ndk_wait_on_request, &wait)),
-        "NdkInitializeFastRegisterMr");
+    if (serve) {
+        lam = malloc(lam_size);
+        memset(&wait, 0, sizeof(wait));
+        ndk_check(
+            ndk_wait(&wait, server.adapter->Dispatch->NdkBuildLAM(server.adapter, server.data_mdl, MAX_SIZE,
+                                                                  ndk_wait_on_request, &wait, lam, &lam_size, &fbo)),
+            "NdkBuildLAM");
+        memset(&wait, 0, sizeof(wait));
+        fast = created(&wait, server.pd->Dispatch->NdkCreateMr(server.pd, TRUE, ndk_wait_on_create, &wait, &fast),
+                       &fast, "NdkCreateMr");
+        memset(&wait, 0, sizeof(wait));
+        ndk_check(
+            ndk_wait(&wait, fast->Dispatch->NdkInitializeFastRegisterMr(fast, PAGES, TRUE, ndk_wait_on_request, &wait)),
+            "NdkInitializeFastRegisterMr");
+    }
 
     double total = 0, best = 1e30, worst = 0;
-    int verified = 0;
-    for (int i = 1; i <= count; ++i) {
+    int verified = 0, done = 0;
+    for (int i = 1; ping ? i <= count : 1; ++i) {
         const double start = ndk_now_ns();
-        for (ULONG b = 0; b < size; ++b) client.data[b] = (unsigned char)(i * 31 + b * 7);
-        /* 1. ping */
-        client.control[0] = (control_t){0, 0, size};
-        NDK_SGE ping = sge(client.control_mr, &client.control[0], sizeof(control_t));
-        ndk_check(client.qp->Dispatch->NdkSend(client.qp, NULL, &ping, 1, 0), "NdkSend");
-        ndk_check(poll_one(&client).Status, "ping send");
-        ndk_check(poll_one(&server).Status, "ping receive");
-        post_control_receive(&server);
-        /* 2. server fast-registers its buffer and answers with the token */
-        const UINT64 base = 0x100000000000ull * (UINT64)(i % 7 + 1);
-        ndk_check(server.qp->Dispatch->NdkFastRegister(server.qp, NULL, fast, PAGES, lam->AdapterPageArray, 0, MAX_SIZE,
-                                                       (PVOID)base,
-                                                       NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ),
-                  "NdkFastRegister");
-        ndk_check(poll_one(&server).Status, "fast register");
-        const UINT32 token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
-        server.control[0] = (control_t){base, token, size};
-        NDK_SGE pong = sge(server.control_mr, &server.control[0], sizeof(control_t));
-        ndk_check(server.qp->Dispatch->NdkSend(server.qp, NULL, &pong, 1, 0), "NdkSend");
-        ndk_check(poll_one(&server).Status, "pong send");
-        ndk_check(poll_one(&client).Status, "pong receive");
-        post_control_receive(&client);
-        const control_t offer = client.control[1];
-        /* 3. RDMA write, then read back into the second half */
-        NDK_SGE out = sge(client.data_mr, client.data, size);
-        ndk_check(client.qp->Dispatch->NdkWrite(client.qp, NULL, &out, 1, offer.address, offer.token, 0), "NdkWrite");
-        ndk_check(poll_one(&client).Status, "RDMA write");
-        memset(client.data + MAX_SIZE, 0, size);
-        NDK_SGE back = sge(client.data_mr, client.data + MAX_SIZE, size);
-        ndk_check(client.qp->Dispatch->NdkRead(client.qp, NULL, &back, 1, offer.address, offer.token, 0), "NdkRead");
-        ndk_check(poll_one(&client).Status, "RDMA read");
-        const int ok =
-            memcmp(client.data, client.data + MAX_SIZE, size) == 0 && memcmp(client.data, server.data, size) == 0;
-        /* 4. send-and-invalidate retires the token at the server */
-        ndk_check(client.qp->Dispatch->NdkSendAndInvalidate(client.qp, NULL, &ping, 1, 0, offer.token),
-                  "NdkSendAndInvalidate");
-        ndk_check(poll_one(&client).Status, "send-and-invalidate");
-        NDK_RESULT_EX invalidated = poll_one(&server);
-        ndk_check(invalidated.Status, "receive-and-invalidate");
-        post_control_receive(&server);
+        NDK_SGE ping_sge = sge(client.control_mr != NULL ? client.control_mr : server.control_mr,
+                               client.control != NULL ? &client.control[0] : &server.control[0], sizeof(control_t));
+        UINT32 token = 0;
+        control_t offer = {0, 0, 0};
+        int ok = 1;
+        if (ping) { /* 1. ping */
+            for (ULONG b = 0; b < size; ++b) client.data[b] = (unsigned char)(i * 31 + b * 7);
+            client.control[0] = (control_t){(UINT64)i, 0, size};
+            ndk_check(client.qp->Dispatch->NdkSend(client.qp, NULL, &ping_sge, 1, 0), "NdkSend");
+            ndk_check(poll_one(&client).Status, "ping send");
+        }
+        ULONG length = size;
+        int iteration = i;
+        if (serve) { /* 2. the server fast-registers its buffer and answers with the token */
+            NDK_RESULT_EX received;
+            if (!poll_or_disconnect(&server, &received) || received.Status == STATUS_CANCELLED)
+                break; /* the client is done: it disconnected, or its stream ended and flushed the receive */
+            ndk_check(received.Status, "ping receive");
+            length = server.control[1].length;
+            iteration = (int)server.control[1].address;
+            post_control_receive(&server);
+            const UINT64 base = 0x100000000000ull * (UINT64)(iteration % 7 + 1);
+            ndk_check(server.qp->Dispatch->NdkFastRegister(
+                          server.qp, NULL, fast, PAGES, lam->AdapterPageArray, 0, MAX_SIZE, (PVOID)base,
+                          NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ),
+                      "NdkFastRegister");
+            ndk_check(poll_one(&server).Status, "fast register");
+            token = fast->Dispatch->NdkGetRemoteTokenFromMr(fast);
+            server.control[0] = (control_t){base, token, length};
+            NDK_SGE pong = sge(server.control_mr, &server.control[0], sizeof(control_t));
+            ndk_check(server.qp->Dispatch->NdkSend(server.qp, NULL, &pong, 1, 0), "NdkSend");
+            ndk_check(poll_one(&server).Status, "pong send");
+        }
+        if (ping) { /* 3. RDMA write, then read back into the second half */
+            ndk_check(poll_one(&client).Status, "pong receive");
+            post_control_receive(&client);
+            offer = client.control[1];
+            token = offer.token;
+            NDK_SGE out = sge(client.data_mr, client.data, size);
+            ndk_check(client.qp->Dispatch->NdkWrite(client.qp, NULL, &out, 1, offer.address, offer.token, 0),
+                      "NdkWrite");
+            ndk_check(poll_one(&client).Status, "RDMA write");
+            memset(client.data + MAX_SIZE, 0, size);
+            NDK_SGE back = sge(client.data_mr, client.data + MAX_SIZE, size);
+            ndk_check(client.qp->Dispatch->NdkRead(client.qp, NULL, &back, 1, offer.address, offer.token, 0),
+                      "NdkRead");
+            ndk_check(poll_one(&client).Status, "RDMA read");
+            ok = memcmp(client.data, client.data + MAX_SIZE, size) == 0;
+            /* 4. send-and-invalidate retires the token at the server */
+            ndk_check(client.qp->Dispatch->NdkSendAndInvalidate(client.qp, NULL, &ping_sge, 1, 0, offer.token),
+                      "NdkSendAndInvalidate");
+            ndk_check(poll_one(&client).Status, "send-and-invalidate");
+        }
+        UINT32 retired = token;
+        if (serve) {
+            NDK_RESULT_EX invalidated;
+            if (!poll_or_disconnect(&server, &invalidated) || invalidated.Status == STATUS_CANCELLED) break;
+            ndk_check(invalidated.Status, "receive-and-invalidate");
+            retired = (UINT32)invalidated.TypeSpecificCompletionOutput;
+            post_control_receive(&server);
+            for (ULONG b = 0; b < length; ++b) /* the Write landed before the Send (RDMAP ordering) */
+                if (server.data[b] != (unsigned char)(iteration * 31 + b * 7)) ok = 0;
+        }
         const double micros = (ndk_now_ns() - start) / 1000.0;
         total += micros;
         best = micros < best ? micros : best;
         worst = micros > worst ? micros : worst;
         verified += ok;
+        ++done;
         printf(
             "ping %d: send ok, fast-register token 0x%08x, write %u B ok, read ok, %s, invalidated 0x%08x, %.1f us\n",
-            i, token, size, ok ? "verified" : "MISMATCH", (unsigned)invalidated.TypeSpecificCompletionOutput, micros);
+            iteration, token, length, ok ? "verified" : "MISMATCH", (unsigned)retired, micros);
     }
-    printf("--- ndkping statistics ---\n%d iterations, %d verified, %d errors, min/avg/max = %.1f/%.1f/%.1f us\n",
-           count, verified, count - verified, best, total / count, worst);
+    if (done == 0) done = 1, best = 0;
+    printf("--- ndkping statistics ---\n%d iterations, %d verified, %d errors, min/avg/max = %.1f/%.1f/%.1f us\n", done,
+           verified, done - verified, best, total / done, worst);
 
-    /* Clean up, children first. */
-    NDK_OBJECT_HEADER* objects[] = {
-        &client.connector->Header, &server.connector->Header,  &listener->Header,       &fast->Header,
-        &client.qp->Header,        &server.qp->Header,         &client.data_mr->Header, &client.control_mr->Header,
-        &server.data_mr->Header,   &server.control_mr->Header, &client.cq->Header,      &server.cq->Header,
-        &client.pd->Header,        &server.pd->Header};
-    for (size_t i = 0; i < sizeof(objects) / sizeof(objects[0]); ++i) {
+    /* A graceful disconnect over the wire (CM-24), then clean up, children first. */
+    side_t* mine = ping ? &client : &server;
+    if (ping != serve) {
+        memset(&wait, 0, sizeof(wait));
+        NTSTATUS status =
+            ndk_wait(&wait, mine->connector->Dispatch->NdkDisconnect(mine->connector, ndk_wait_on_request, &wait));
+        if (status != STATUS_SUCCESS && status != STATUS_CONNECTION_INVALID) ndk_check(status, "NdkDisconnect");
+    }
+    NDK_OBJECT_HEADER* objects[16];
+    size_t n = 0;
+    if (ping) objects[n++] = &client.connector->Header;
+    if (serve) objects[n++] = &server.connector->Header, objects[n++] = &listener->Header, objects[n++] = &fast->Header;
+    side_t* sides[] = {&client, &server};
+    for (int i = 0; i < 2; ++i) {
+        if (sides[i]->adapter == NULL) continue;
+        objects[n++] = &sides[i]->qp->Header;
+        objects[n++] = &sides[i]->data_mr->Header;
+        objects[n++] = &sides[i]->control_mr->Header;
+        objects[n++] = &sides[i]->cq->Header;
+        objects[n++] = &sides[i]->pd->Header;
+    }
+    for (size_t i = 0; i < n; ++i) {
         memset(&wait, 0, sizeof(wait));
         NDK_FN_CLOSE_OBJECT close = *(NDK_FN_CLOSE_OBJECT const*)((NDK_PD*)objects[i])->Dispatch;
         ndk_check(ndk_wait(&wait, close(objects[i], ndk_wait_on_close, &wait)), "close");
     }
-    server.adapter->Dispatch->NdkReleaseLAM(server.adapter, lam);
-    free(lam);
-    side_t* sides[] = {&client, &server};
+    if (serve) {
+        server.adapter->Dispatch->NdkReleaseLAM(server.adapter, lam);
+        free(lam);
+    }
     for (int i = 0; i < 2; ++i) {
+        if (sides[i]->adapter == NULL) continue;
         IoFreeMdl(sides[i]->data_mdl);
         IoFreeMdl(sides[i]->control_mdl);
         ExFreePool(sides[i]->data);
         ExFreePool(sides[i]->control);
         ndk_check(SoftNdkCloseAdapter(sides[i]->adapter), "SoftNdkCloseAdapter");
     }
-    return verified == count ? 0 : 1;
+    return verified == done ? 0 : 1;
 }

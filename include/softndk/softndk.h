@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 2
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 3
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -21,11 +21,21 @@ typedef enum _SOFTNDK_COMPLETION_MODE {
 /* How two adapters' QPs reach each other (issue 7). The environment variable SOFTNDK_TRANSPORT (auto, inproc,
  * deferred, tcp) sets it in SoftNdkInitAdapterConfig. */
 typedef enum _SOFTNDK_TRANSPORT {
-    SOFTNDK_TRANSPORT_AUTO = 0,                /* in-process link for a listener of this process (today: always) */
-    SOFTNDK_TRANSPORT_IN_PROCESS = 1,          /* requests finish inside the post */
-    SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED = 2, /* requests finish later on a delivery thread, as on a wire */
-    SOFTNDK_TRANSPORT_TCP = 3                  /* iWARP over TCP: not implemented yet, STATUS_NOT_SUPPORTED */
+    SOFTNDK_TRANSPORT_AUTO = 0,                /* in-process link to a listener of this process, else iWARP/TCP;
+                                                  listeners also take TCP connections (default) */
+    SOFTNDK_TRANSPORT_IN_PROCESS = 1,          /* in-process only: requests finish inside the post */
+    SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED = 2, /* in-process only: requests finish later, as on a wire */
+    SOFTNDK_TRANSPORT_TCP = 3                  /* iWARP over TCP always, even to a listener of this process */
 } SOFTNDK_TRANSPORT;
+
+/* Wire fault injection (issue 7): what the network does to each connection's outbound stream. 0 = off. */
+typedef struct _SOFTNDK_WIRE_FAULTS {
+    ULONG64 DropAfterBytes;  /* reset the connection once this many bytes are out */
+    ULONG64 DropAfterFpdus;  /* reset it once this many FPDUs are out */
+    ULONG64 CorruptByte;     /* flip outbound stream byte N (from 1) */
+    ULONG64 StallAfterBytes; /* send nothing more after this many bytes */
+    ULONG DelayMicroseconds; /* wait before each send */
+} SOFTNDK_WIRE_FAULTS;
 
 /* Make calls of one named provider function fail (e.g. FunctionName = "NdkRegisterMr").
  * NthCall > 0: only the Nth call (1-based) fails; NthCall = 0: each call fails with Probability (seeded). */
@@ -58,6 +68,12 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     ULONG Transport;            /* a SOFTNDK_TRANSPORT */
     ULONG ProgressThreads;      /* progress threads of the adapter (1 … 16, default 1) */
     ULONG BusyPollMicroseconds; /* how long a progress thread spins before it blocks (default 50) */
+    /* Version 3 (iWARP over TCP). */
+    ULONG MpaCrc; /* 1: ask for CRC32c in MPA (env SOFTNDK_MPA_CRC=1); a peer may ask too */
+    SOFTNDK_WIRE_FAULTS WireFaults;
+    CHAR InterfaceName[16]; /* bind the adapter to one interface (env SOFTNDK_INTERFACE): its addresses
+                               replace LocalAddresses */
+    ULONG InterfaceIndex;   /* the same by index; 0 = none */
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

@@ -168,8 +168,24 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->limits.read_sink_required =
         (adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED) == 0;
     adapter->local_addresses.assign(Config->LocalAddresses, Config->LocalAddresses + Config->LocalAddressCount);
+    if (Config->InterfaceName[0] != 0 || Config->InterfaceIndex != 0) {
+        // Issue 7 §4: bound to one interface, the adapter owns exactly its addresses.
+        status = softndk::api::InterfaceAddresses(Config->InterfaceName, Config->InterfaceIndex,
+                                                  &adapter->local_addresses, &adapter->interface_name);
+        if (!NT_SUCCESS(status)) {
+            delete adapter;
+            return status;
+        }
+    }
     adapter->accept_timeout_ms = Config->AcceptTimeoutMs;
     adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
+    adapter->transport = Config->Transport;
+    adapter->mpa_crc = Config->MpaCrc != 0;
+    adapter->wire_faults.drop_after_bytes = Config->WireFaults.DropAfterBytes;
+    adapter->wire_faults.drop_after_fpdus = Config->WireFaults.DropAfterFpdus;
+    adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;
+    adapter->wire_faults.stall_after_bytes = Config->WireFaults.StallAfterBytes;
+    adapter->wire_faults.delay_us = Config->WireFaults.DelayMicroseconds;
     adapter->executor = std::make_unique<softndk::engine::CompletionExecutor>(
         static_cast<SOFTNDK_COMPLETION_MODE>(Config->CompletionMode), Config->RandomSeed);
     adapter->progress = std::make_unique<softndk::engine::ProgressEngine>(

@@ -1,6 +1,8 @@
 #include "api/adapter_config.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -66,8 +68,7 @@ NDK_ADAPTER_INFO DefaultAdapterInfo() {
     info.MaxCallerData = 196;  // fits MPA v2 private data with room for the RDMAP/IRD-ORD header
     info.MaxCalleeData = 196;
     info.AdapterFlags = kHonouredAdapterFlags;
-    // What is true today: peers meet in-process, no wire is spoken yet (the iWARP transport sets NdkiWarp).
-    info.RdmaTechnology = NdkUndefined;
+    info.RdmaTechnology = NdkiWarp;  // issue 7: iWARP over TCP (MPA v2 / DDP / RDMAP)
     return info;
 }
 
@@ -83,15 +84,14 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.CompletionMode != SOFTNDK_COMPLETION_INLINE && config.CompletionMode != SOFTNDK_COMPLETION_PEND &&
         config.CompletionMode != SOFTNDK_COMPLETION_RANDOM)
         return InvalidParameter("unknown CompletionMode");
-    if (config.Transport == SOFTNDK_TRANSPORT_TCP) {
-        SetLastErrorText("SoftNdkOpenAdapter: the iWARP/TCP transport is not implemented yet (issue 7)");
-        return STATUS_NOT_SUPPORTED;
-    }
-    if (config.Transport > SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED)
+    if (config.Transport > SOFTNDK_TRANSPORT_TCP)
         return InvalidParameter("unknown Transport (SOFTNDK_TRANSPORT is auto, inproc, deferred or tcp)");
     if (config.ProgressThreads == 0 || config.ProgressThreads > 16)
         return InvalidParameter("ProgressThreads must be 1 … 16");
     if (config.BusyPollMicroseconds > 1000000) return InvalidParameter("BusyPollMicroseconds above one second");
+    if (config.MpaCrc > 1) return InvalidParameter("MpaCrc must be 0 or 1");
+    if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
+        return InvalidParameter("InterfaceName is not NUL-terminated");
     if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES)
         return InvalidParameter("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
     if (config.LocalAddressCount == 0 || config.LocalAddressCount > SOFTNDK_MAX_LOCAL_ADDRESSES)
@@ -151,6 +151,43 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     return STATUS_SUCCESS;
 }
 
+NTSTATUS InterfaceAddresses(const char* name, ULONG index, std::vector<SOCKADDR_INET>* out, std::string* found_name) {
+    char by_index[IF_NAMESIZE] = {};
+    if (name == nullptr || name[0] == 0) {
+        if (if_indextoname(index, by_index) == nullptr) {
+            SetLastErrorText("SoftNdkOpenAdapter: no network interface has index %u", index);
+            return STATUS_NOT_FOUND;
+        }
+        name = by_index;
+    } else if (if_nametoindex(name) == 0) {
+        SetLastErrorText("SoftNdkOpenAdapter: no network interface is named \"%s\"", name);
+        return STATUS_NOT_FOUND;
+    }
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return STATUS_INSUFFICIENT_RESOURCES;
+    std::vector<SOCKADDR_INET> addresses;
+    for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+        if (entry->ifa_addr == nullptr || std::strcmp(entry->ifa_name, name) != 0) continue;
+        SOCKADDR_INET address{};
+        if (entry->ifa_addr->sa_family == AF_INET) {
+            std::memcpy(&address.Ipv4, entry->ifa_addr, sizeof(address.Ipv4));
+        } else if (entry->ifa_addr->sa_family == AF_INET6) {
+            std::memcpy(&address.Ipv6, entry->ifa_addr, sizeof(address.Ipv6));
+        } else {
+            continue;
+        }
+        if (addresses.size() < SOFTNDK_MAX_LOCAL_ADDRESSES) addresses.push_back(address);
+    }
+    freeifaddrs(list);
+    if (addresses.empty()) {
+        SetLastErrorText("SoftNdkOpenAdapter: interface \"%s\" has no IPv4 or IPv6 address", name);
+        return STATUS_INVALID_ADDRESS;
+    }
+    *out = std::move(addresses);
+    *found_name = name;
+    return STATUS_SUCCESS;
+}
+
 }  // namespace softndk::api
 
 extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
@@ -170,8 +207,11 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         if (name == "auto") Config->Transport = SOFTNDK_TRANSPORT_AUTO;
         if (name == "inproc") Config->Transport = SOFTNDK_TRANSPORT_IN_PROCESS;
         if (name == "deferred") Config->Transport = SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
-        if (name == "tcp") Config->Transport = SOFTNDK_TRANSPORT_TCP;  // refused by SoftNdkOpenAdapter, which says why
+        if (name == "tcp") Config->Transport = SOFTNDK_TRANSPORT_TCP;
     }
+    if (const char* crc = std::getenv("SOFTNDK_MPA_CRC")) Config->MpaCrc = std::string(crc) == "1" ? 1 : 0;
+    if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
+        std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     Config->Limits = softndk::api::DefaultAdapterInfo();
     Config->LocalAddressCount = 2;
     SOCKADDR_IN& v4 = Config->LocalAddresses[0].Ipv4;

@@ -1,6 +1,9 @@
 // SOFTNDK_ADAPTER_CONFIG defaults and validation (issue 2 §2, AI-01 … AI-09).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <softndk/softndk.h>
 
 namespace softndk::api {
@@ -16,5 +19,8 @@ constexpr ULONG kHonouredAdapterFlags = NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQU
                                         NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED;
 // STATUS_SUCCESS, NDIS_STATUS_BAD_VERSION, STATUS_NOT_SUPPORTED or STATUS_INVALID_PARAMETER (last-error text).
 NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config);
+// Issue 7 §4: the IPv4/IPv6 addresses of the interface named `name` (or with index `index` when `name` is
+// empty). STATUS_NOT_FOUND for no such interface, STATUS_INVALID_ADDRESS for one without addresses.
+NTSTATUS InterfaceAddresses(const char* name, ULONG index, std::vector<SOCKADDR_INET>* out, std::string* found_name);
 
 }  // namespace softndk::api

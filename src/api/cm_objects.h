@@ -8,6 +8,8 @@
 
 #include "api/async_request.h"
 #include "transport/in_process_link.h"
+#include "transport/tcp_connection.h"
+#include "transport/tcp_listener.h"
 
 namespace softndk::api {
 
@@ -46,6 +48,31 @@ struct Connection {
     bool tuple_held = false;  // the active side's 4-tuple is registered with the fabric
 };
 
+// One side of a connection over iWARP/TCP (DESIGN §4: one state machine per side). Its peer is on the
+// other end of the socket; everything it learns comes from the TcpConnection's events, on that connection's
+// lane; consumer callbacks go to the adapter's provider thread.
+struct WireSide {
+    std::mutex mutex;
+    ConnectorObject* connector = nullptr;  // null once the connector closed
+    bool active = true;
+    ConnectorState state = ConnectorState::kConnecting;
+    std::shared_ptr<transport::TcpConnection> tcp;
+    std::vector<uint8_t> peer_data;  // the peer's MPA private data after the v2 words
+    uint32_t peer_ird = 0;           // the peer's IRD / ORD words (or the rev 1 defaults, AMB decision)
+    uint32_t peer_ord = 0;
+    uint32_t requested_inbound = 0;  // active: what NdkConnect asked for
+    uint32_t requested_outbound = 0;
+    uint32_t inbound = 0;  // effective, after CM-03
+    uint32_t outbound = 0;
+    Finish connect_finish;
+    Finish accept_finish;
+    Finish disconnect_finish;
+    bool disconnect_called = false;
+    bool disconnect_indicated = false;
+    bool peer_closed = false;  // the peer's FIN
+    bool failed = false;       // lost, terminated, refused
+};
+
 struct ConnectorObject {
     static constexpr NDK_OBJECT_TYPE kType = NdkObjectTypeConnector;
     static constexpr uint32_t kMagic = 0x434E4F42;  // "CNOB"
@@ -54,6 +81,7 @@ struct ConnectorObject {
     Lifetime lifetime;
     AdapterObject* adapter;
     std::shared_ptr<Connection> connection;
+    std::shared_ptr<WireSide> wire;  // set instead of `connection` for a connection over iWARP/TCP
     int side = 0;
     bool attempt_failed = false;  // the last NdkConnect failed: the connector may try again
     QpObject* qp = nullptr;       // held while associated (LIFE-12)
@@ -83,6 +111,7 @@ struct ListenerObject {
     bool listening = false;
     bool closed = false;
     std::atomic<bool> paused{false};
+    std::shared_ptr<transport::TcpListener> tcp;  // the real port, for peers in other processes (issue 7 §4)
 
     class Target : public cm::ConnectTarget {
     public:
@@ -110,5 +139,30 @@ struct SharedEndpointObject {
     SharedEndpointObject(AdapterObject* owner, const Lifetime::Ops& ops)
         : lifetime(ops, this, &owner->lifetime), adapter(owner) {}
 };
+
+// Shared by the in-process and the wire connector code.
+void ReleaseConnectorHolds(ConnectorObject* connector);
+ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<Connection> connection);
+// True when NdkConnect to `destination` goes over iWARP/TCP (issue 7 §4: forced, or no listener here).
+bool UsesWire(const AdapterObject& adapter, const cm::Endpoint& destination);
+transport::TcpOptions WireOptions(const AdapterObject& adapter);
+
+// The wire side of NDK_CONNECTOR_DISPATCH (wire_connector.cpp); the QP and local endpoint are held already.
+NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, const cm::Endpoint& remote, ULONG inbound,
+                     ULONG outbound, const PVOID data, ULONG length, NDK_FN_REQUEST_COMPLETION completion,
+                     PVOID context, engine::ProviderFunction function);
+NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID event_context, bool extended,
+                             NDK_FN_REQUEST_COMPLETION completion, PVOID context, engine::ProviderFunction function);
+NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, ULONG inbound, ULONG outbound, const PVOID data,
+                    ULONG length, void* event, PVOID event_context, bool extended, NDK_FN_REQUEST_COMPLETION completion,
+                    PVOID context, engine::ProviderFunction function);
+NTSTATUS WireReject(ConnectorObject* connector, const PVOID data, ULONG length);
+NTSTATUS WireGetConnectionData(ConnectorObject* connector, ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length);
+NTSTATUS WireAddress(ConnectorObject* connector, PSOCKADDR address, ULONG* length, bool peer);
+NTSTATUS WireDisconnect(ConnectorObject* connector, NDK_FN_REQUEST_COMPLETION completion, PVOID context);
+bool WireTeardown(ConnectorObject* connector);
+void WireCancel(ConnectorObject* connector);
+// A listener's real port took a connection whose MPA Request is in (on its lane).
+void OfferWireConnection(ListenerObject* listener, std::shared_ptr<transport::TcpConnection> tcp);
 
 }  // namespace softndk::api

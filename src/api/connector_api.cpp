@@ -43,6 +43,8 @@ bool ShutDownLink(const std::shared_ptr<Connection>& connection, AdapterObject& 
     });
 }
 
+}  // namespace
+
 // What a closing connector holds that a post may still reach: released once the link is idle.
 void ReleaseConnectorHolds(ConnectorObject* connector) {
     if (connector->qp != nullptr) connector->qp->lifetime.Release();
@@ -51,10 +53,13 @@ void ReleaseConnectorHolds(ConnectorObject* connector) {
     if (connector->shared != nullptr) connector->shared->lifetime.Release();
 }
 
+namespace {
+
 // LIFE-09/CM-18 … CM-23: a close cancels what is pending, aborts an established connection and releases the
 // QP, endpoint, listener and shared-endpoint references. It pends while a post is still inside the link.
 bool ConnectorTeardown(void* object) {
     auto* connector = static_cast<ConnectorObject*>(object);
+    if (connector->wire) return WireTeardown(connector);
     std::shared_ptr<Connection> connection = std::move(connector->connection);
     Finish finishes[2];
     NTSTATUS statuses[2] = {STATUS_SUCCESS, STATUS_SUCCESS};
@@ -120,6 +125,7 @@ bool ConnectorTeardown(void* object) {
 // otherwise hold it open). The peer sees the connection abandoned. Completions go to the provider thread.
 void ConnectorCancel(void* object) {
     auto* connector = static_cast<ConnectorObject*>(object);
+    if (connector->wire) return WireCancel(connector);
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection) return;
     std::vector<Finish> cancelled;
@@ -231,7 +237,7 @@ NTSTATUS CommonConnectChecks(ConnectorObject* connector, QpObject* qp, const PVO
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCallerData, "NdkConnect");
     if (!NT_SUCCESS(status)) return status;
     // A connector whose last attempt failed may try again; one that connected (or is connecting) may not.
-    if ((connector->connection && !connector->attempt_failed) || qp->associated.exchange(true)) {
+    if (((connector->connection || connector->wire) && !connector->attempt_failed) || qp->associated.exchange(true)) {
         SetLastErrorText("NdkConnect: the connector or QP has been used already (CM-28)");
         return STATUS_INVALID_DEVICE_STATE;
     }
@@ -264,7 +270,13 @@ NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR sourc
         return status;
     }
     connector->endpoint = local;
-    connector->holds_endpoint = true;  // CM-20: released when the connector closes
+    connector->holds_endpoint = true;             // CM-20: released when the connector closes
+    if (UsesWire(*connector->adapter, remote)) {  // issue 7 §4: the listener is in another process or host
+        connector->connection.reset();
+        return WireConnect(connector, local, remote, inbound, outbound, data, length, completion, context,
+                           ProviderFunction::NdkConnect);
+    }
+    connector->wire.reset();
     return StartConnect(connector, local, remote, inbound, outbound, data, length, completion, context,
                         ProviderFunction::NdkConnect);
 }
@@ -287,6 +299,12 @@ NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* handle, NDK_QP* qp_handle, NDK
     connector->holds_endpoint = true;
     connector->shared = shared;
     shared->lifetime.AddRef();
+    if (UsesWire(*connector->adapter, remote)) {  // the socket shares the port (SO_REUSEADDR)
+        connector->connection.reset();
+        return WireConnect(connector, shared->endpoint, remote, inbound, outbound, data, length, completion, context,
+                           ProviderFunction::NdkConnectWithSharedEndpoint);
+    }
+    connector->wire.reset();
     return StartConnect(connector, shared->endpoint, remote, inbound, outbound, data, length, completion, context,
                         ProviderFunction::NdkConnectWithSharedEndpoint);
 }
@@ -298,6 +316,9 @@ NTSTATUS CompleteConnectCommon(NDK_CONNECTOR* handle, Callback callback, PVOID c
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     if (connector == nullptr || completion == nullptr)
         return InvalidParameter("NdkCompleteConnect: NULL connector or RequestCompletion");
+    if (connector->wire)
+        return WireCompleteConnect(connector, reinterpret_cast<void*>(callback), callback_context, extended, completion,
+                                   context, function);
     return RunRequest(
         *connector->adapter, function, connector->lifetime, completion, context,
         [connector, callback, callback_context, extended](const Finish&) -> NTSTATUS {
@@ -369,6 +390,9 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
     if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkAccept: the QP belongs to another adapter");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkAccept");
     if (!NT_SUCCESS(status)) return status;
+    if (connector->wire && !connector->wire->active)
+        return WireAccept(connector, qp, inbound, outbound, data, length, event, event_context, extended, completion,
+                          context, function);
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection || connector->side != 1) return InvalidParameter("NdkAccept: not a connector from a connect event");
     if (qp->associated.exchange(true)) {
@@ -463,6 +487,7 @@ NTSTATUS Reject(NDK_CONNECTOR* handle, const PVOID data, ULONG length) {
     if (connector == nullptr) return InvalidParameter("NdkReject: not a connector");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkReject");
     if (!NT_SUCCESS(status)) return status;
+    if (connector->wire) return WireReject(connector, data, length);
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection) return STATUS_CONNECTION_INVALID;
     Finish finish;
@@ -500,6 +525,7 @@ NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outboun
         return InvalidParameter("NdkGetConnectionData: NULL connector or length");
     if (data == nullptr && *length > 0)
         return InvalidParameter("NdkGetConnectionData: NULL buffer with a length (CM-11b)");
+    if (connector->wire) return WireGetConnectionData(connector, inbound, outbound, data, length);
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection) return STATUS_CONNECTION_INVALID;
     std::lock_guard lock(connection->mutex);
@@ -529,6 +555,7 @@ NTSTATUS AddressOf(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length, bool
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     if (connector == nullptr || length == nullptr)
         return InvalidParameter("NdkGetLocalAddress/NdkGetPeerAddress: NULL argument");
+    if (connector->wire) return WireAddress(connector, address, length, peer);
     std::shared_ptr<Connection> connection = connector->connection;
     if (!connection) return STATUS_CONNECTION_INVALID;
     const int side = peer ? 1 - connector->side : connector->side;
@@ -546,6 +573,7 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
     if (connector == nullptr || completion == nullptr)
         return InvalidParameter("NdkDisconnect: NULL connector or RequestCompletion");
+    if (connector->wire) return WireDisconnect(connector, completion, context);
     return RunRequest(*connector->adapter, ProviderFunction::NdkDisconnect, connector->lifetime, completion, context,
                       [connector](const Finish& finish) -> NTSTATUS {
                           std::shared_ptr<Connection> connection = connector->connection;
@@ -627,8 +655,10 @@ ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<
     connector->endpoint = listener->endpoint;
     connector->holds_endpoint = true;
     cm::Fabric::Instance().AddReference(listener->endpoint);
-    connection->side[1] = connector;
-    connection->state[1] = ConnectorState::kIncoming;
+    if (connection) {  // in-process; a wire connector gets its WireSide from the caller
+        connection->side[1] = connector;
+        connection->state[1] = ConnectorState::kIncoming;
+    }
     InitializeHandle(connector->ndk, NdkObjectTypeConnector, listener->adapter->info.Version, &kConnectorDispatch);
     return connector;
 }

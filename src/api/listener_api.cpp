@@ -49,6 +49,42 @@ namespace {
 
 using engine::ProviderFunction;
 
+// The endpoint in this process's fabric and, unless the adapter is in-process only, a real TCP port on the same
+// address for peers in other processes (issue 7 §4). Port 0: the kernel picks the real port, the fabric takes the
+// same number.
+NTSTATUS BindListenerPort(ListenerObject& listener, cm::Endpoint* endpoint,
+                          std::shared_ptr<transport::TcpListener>* tcp) {
+    AdapterObject& adapter = *listener.adapter;
+    const bool real = adapter.transport == SOFTNDK_TRANSPORT_AUTO || adapter.transport == SOFTNDK_TRANSPORT_TCP;
+    if (!real) return cm::Fabric::Instance().Bind(endpoint);
+    const bool pick = endpoint->port == 0;  // CM-05: from the fabric's ephemeral range, not the kernel's
+    for (int attempt = 0; attempt < 32; ++attempt) {
+        cm::Endpoint chosen = *endpoint;
+        NTSTATUS status = cm::Fabric::Instance().Bind(&chosen);
+        if (!NT_SUCCESS(status)) return status;
+        sockaddr_storage address{};
+        ULONG length = sizeof(address);
+        cm::EndpointToSockaddr(chosen, reinterpret_cast<SOCKADDR*>(&address), &length);
+        status = transport::TcpListener::Listen(
+            adapter.progress.get(), &address, WireOptions(adapter),
+            [raw = &listener](std::shared_ptr<transport::TcpConnection> connection) {
+                OfferWireConnection(raw, std::move(connection));
+            },
+            tcp);
+        if (NT_SUCCESS(status)) {
+            *endpoint = chosen;
+            return STATUS_SUCCESS;
+        }
+        cm::Fabric::Instance().Release(chosen);
+        if (!pick || status != STATUS_SHARING_VIOLATION) {
+            SetLastErrorText("NdkListen: the TCP port could not be bound (0x%08X)", static_cast<unsigned>(status));
+            return status;
+        }
+        // Another process has that port: take the next one.
+    }
+    return STATUS_TOO_MANY_ADDRESSES;
+}
+
 constexpr Lifetime::Ops kListenerOps{nullptr, &DestroyObject<ListenerObject>};
 
 NTSTATUS CloseListener(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
@@ -57,6 +93,8 @@ NTSTATUS CloseListener(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION comple
     {
         std::lock_guard lock(listener->mutex);
         listener->closed = true;
+        if (listener->tcp) listener->tcp->Close();  // no Request is delivered any more
+        listener->tcp.reset();
         if (listener->listening) {
             cm::Fabric::Instance().Unlisten(listener->endpoint);  // CM-23: refuse from now on
             cm::Fabric::Instance().Release(listener->endpoint);   // CM-19: -1 for the listener
@@ -81,8 +119,10 @@ NTSTATUS Listen(NDK_LISTENER* handle, const PSOCKADDR address, ULONG length, NDK
                       [listener, endpoint](const Finish&) mutable -> NTSTATUS {
                           std::lock_guard lock(listener->mutex);
                           if (listener->listening || listener->closed) return STATUS_INVALID_DEVICE_STATE;
-                          NTSTATUS status = cm::Fabric::Instance().Bind(&endpoint);  // CM-05, CM-14, CM-22
+                          std::shared_ptr<transport::TcpListener> tcp;
+                          NTSTATUS status = BindListenerPort(*listener, &endpoint, &tcp);  // CM-05, CM-14, CM-22
                           if (!NT_SUCCESS(status)) return status;
+                          listener->tcp = std::move(tcp);
                           listener->endpoint = endpoint;
                           listener->listening = true;
                           cm::Fabric::Instance().Listen(endpoint, &listener->target);

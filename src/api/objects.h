@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <softndk/softndk.h>
@@ -18,6 +19,7 @@
 #include "engine/queue_pair.h"
 #include "engine/receive_queue.h"
 #include "engine/fault_injector.h"
+#include "transport/wire_faults.h"
 #include "mem/logical_address_space.h"
 #include "mem/memory_region.h"
 #include "mem/memory_window.h"
@@ -34,8 +36,12 @@ struct AdapterObject {
     NDK_ADAPTER_INFO info{};
     mem::RegistrationLimits limits{};
     std::vector<SOCKADDR_INET> local_addresses;
+    std::string interface_name;      // empty unless bound to one interface
     uint32_t accept_timeout_ms = 0;  // CM-08: 0 = none
     bool deferred_links = false;     // SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED
+    uint32_t transport = SOFTNDK_TRANSPORT_AUTO;
+    bool mpa_crc = false;               // ask for CRC32c in MPA (issue 7 §2)
+    transport::WireFaults wire_faults;  // issue 7 §5
     engine::FaultInjector faults;
     std::unique_ptr<engine::CompletionExecutor> executor;
     std::unique_ptr<engine::ProgressEngine> progress;  // issue 7 §1: deliveries of deferred links, later sockets

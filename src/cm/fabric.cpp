@@ -109,6 +109,14 @@ void Fabric::Unlisten(const Endpoint& endpoint) {
     listeners_.erase(endpoint);
 }
 
+bool Fabric::HasListener(const Endpoint& destination) const {
+    std::lock_guard lock(mutex_);
+    Endpoint any;
+    any.family = destination.family;
+    any.port = destination.port;
+    return listeners_.count(destination) != 0 || listeners_.count(any) != 0;
+}
+
 NTSTATUS Fabric::Connect(const Endpoint& destination, void* request) {
     std::lock_guard lock(mutex_);
     auto it = listeners_.find(destination);

@@ -64,6 +64,10 @@ public:
     // STATUS_CONNECTION_REFUSED when none takes it.
     NTSTATUS Connect(const Endpoint& destination, void* request);
 
+    // True when a listener of this process takes connections to `destination` (issue 7 §4: the transport
+    // choice; a paused one counts, it answers for itself).
+    bool HasListener(const Endpoint& destination) const;
+
     // 4-tuples: false if (local, remote) is connected already.
     bool AddConnection(const Endpoint& local, const Endpoint& remote);
     void RemoveConnection(const Endpoint& local, const Endpoint& remote);

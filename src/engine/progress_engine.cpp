@@ -16,7 +16,7 @@ ProgressEngine::ProgressEngine(const Options& options) : busy_poll_us_(options.b
         worker->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         epoll_event event{};
         event.events = EPOLLIN;
-        event.data.fd = worker->wake_fd;
+        event.data.ptr = nullptr;  // the wake-up eventfd
         if (worker->epoll_fd < 0 || worker->wake_fd < 0 ||
             epoll_ctl(worker->epoll_fd, EPOLL_CTL_ADD, worker->wake_fd, &event) != 0) {
             if (worker->epoll_fd >= 0) close(worker->epoll_fd);
@@ -74,12 +74,83 @@ bool ProgressEngine::RunQueued(Worker& worker) {
     }
 }
 
+bool ProgressEngine::Watch(uint64_t lane, int fd, uint32_t events, FdHandler handler) {
+    Worker& worker = *workers_[lane % workers_.size()];
+    auto watched = std::make_unique<Watched>();
+    watched->fd = fd;
+    watched->handler = std::move(handler);
+    epoll_event event{};
+    event.events = events;
+    event.data.ptr = watched.get();
+    std::lock_guard lock(worker.mutex);
+    if (epoll_ctl(worker.epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) return false;
+    worker.watched.push_back(std::move(watched));
+    worker.watch_count.fetch_add(1, std::memory_order_release);
+    if (worker.sleeping.load(std::memory_order_seq_cst)) {  // it may be asleep with a timeout of "forever"
+        const uint64_t one = 1;
+        (void)!write(worker.wake_fd, &one, sizeof(one));
+    }
+    return true;
+}
+
+void ProgressEngine::Modify(uint64_t lane, int fd, uint32_t events) {
+    Worker& worker = *workers_[lane % workers_.size()];
+    std::lock_guard lock(worker.mutex);
+    for (auto& watched : worker.watched) {
+        if (watched->fd != fd || !watched->live) continue;
+        epoll_event event{};
+        event.events = events;
+        event.data.ptr = watched.get();
+        epoll_ctl(worker.epoll_fd, EPOLL_CTL_MOD, fd, &event);
+        return;
+    }
+}
+
+void ProgressEngine::Unwatch(uint64_t lane, int fd) {
+    Worker& worker = *workers_[lane % workers_.size()];
+    std::lock_guard lock(worker.mutex);
+    for (size_t i = 0; i < worker.watched.size(); ++i) {
+        if (worker.watched[i]->fd != fd || !worker.watched[i]->live) continue;
+        epoll_ctl(worker.epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        worker.watched[i]->live = false;  // an event of this batch may still name it: freed after the batch
+        worker.retired.push_back(std::move(worker.watched[i]));
+        worker.watched.erase(worker.watched.begin() + static_cast<std::ptrdiff_t>(i));
+        worker.watch_count.fetch_sub(1, std::memory_order_release);
+        return;
+    }
+}
+
+bool ProgressEngine::PollOnce(Worker& worker, int timeout_ms) {
+    epoll_event events[16];
+    const int ready = epoll_wait(worker.epoll_fd, events, 16, timeout_ms);
+    bool ran = false;
+    for (int i = 0; i < ready; ++i) {
+        if (events[i].data.ptr == nullptr) {  // the wake-up eventfd
+            uint64_t count = 0;
+            (void)!read(worker.wake_fd, &count, sizeof(count));
+            continue;
+        }
+        auto* watched = static_cast<Watched*>(events[i].data.ptr);
+        if (!watched->live) continue;
+        watched->handler(events[i].events);
+        ran = true;
+    }
+    std::vector<std::unique_ptr<Watched>> retired;
+    {
+        std::lock_guard lock(worker.mutex);
+        retired.swap(worker.retired);
+    }
+    return ran;  // `retired` is freed here, after the batch
+}
+
 void ProgressEngine::Run(Worker& worker) {
     using Clock = std::chrono::steady_clock;
     while (RunQueued(worker)) {
-        // Busy-poll briefly: a job posted within the window runs without a wake-up.
-        const auto until = Clock::now() + std::chrono::microseconds(busy_poll_us_);
+        // Busy-poll briefly: a job posted, or a socket that turns ready, within the window needs no wake-up.
+        auto until = Clock::now() + std::chrono::microseconds(busy_poll_us_);
         while (worker.queued.load(std::memory_order_acquire) == 0 && Clock::now() < until) {
+            if (worker.watch_count.load(std::memory_order_acquire) != 0 && PollOnce(worker, 0))
+                until = Clock::now() + std::chrono::microseconds(busy_poll_us_);
         }
         if (worker.queued.load(std::memory_order_acquire) != 0) continue;
         worker.sleeping.store(true, std::memory_order_seq_cst);
@@ -87,16 +158,7 @@ void ProgressEngine::Run(Worker& worker) {
             std::lock_guard lock(worker.mutex);
             if (worker.stopping && worker.queue.empty()) break;
         }
-        if (worker.queued.load(std::memory_order_seq_cst) == 0) {
-            epoll_event events[8];
-            const int ready = epoll_wait(worker.epoll_fd, events, 8, -1);
-            for (int i = 0; i < ready; ++i) {
-                if (events[i].data.fd == worker.wake_fd) {
-                    uint64_t count = 0;
-                    (void)!read(worker.wake_fd, &count, sizeof(count));
-                }
-            }
-        }
+        if (worker.queued.load(std::memory_order_seq_cst) == 0) PollOnce(worker, -1);
         worker.sleeping.store(false, std::memory_order_relaxed);
     }
 }

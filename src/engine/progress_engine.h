@@ -30,11 +30,27 @@ public:
     bool ok() const { return ok_; }
     // Runs `job` on the thread of `lane` (lane % threads); the jobs of one lane run in posting order.
     void Post(uint64_t lane, std::function<void()> job);
+
+    // Sockets (issue 7 §3). `handler(events)` runs on the lane's thread whenever epoll reports `fd` ready
+    // (level-triggered). Watch, Modify and Unwatch may be called from any thread; after Unwatch returns on the
+    // lane's own thread the handler is never called again. False if epoll refuses the fd.
+    using FdHandler = std::function<void(uint32_t events)>;
+    bool Watch(uint64_t lane, int fd, uint32_t events, FdHandler handler);
+    void Modify(uint64_t lane, int fd, uint32_t events);
+    void Unwatch(uint64_t lane, int fd);
     uint32_t threads() const { return static_cast<uint32_t>(workers_.size()); }
 
 private:
+    struct Watched {
+        int fd;
+        FdHandler handler;
+        bool live = true;
+    };
     struct Worker {
         std::mutex mutex;
+        std::vector<std::unique_ptr<Watched>> watched;  // under mutex; entries freed only on the worker thread
+        std::vector<std::unique_ptr<Watched>> retired;
+        std::atomic<uint32_t> watch_count{0};
         std::deque<std::function<void()>> queue;
         std::atomic<uint32_t> queued{0};
         std::atomic<bool> sleeping{false};
@@ -45,6 +61,8 @@ private:
     };
     void Run(Worker& worker);
     bool RunQueued(Worker& worker);  // false when stopping and nothing is left
+    // Waits up to `timeout_ms` for sockets and the wake-up fd, runs the ready handlers; true if one ran.
+    bool PollOnce(Worker& worker, int timeout_ms);
 
     const uint32_t busy_poll_us_;
     std::vector<std::unique_ptr<Worker>> workers_;

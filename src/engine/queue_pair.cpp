@@ -14,9 +14,8 @@ constexpr ULONG kWriteFlags =
 constexpr ULONG kReadFlags =
     NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER | NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE;
 
-// ProviderErrorCode for a terminate: RFC 5040 layer/type/code, with bit 16 set so it is never 0.
 constexpr uint32_t TerminateError(uint8_t layer, uint8_t type, uint8_t code) {
-    return 0x10000u | (static_cast<uint32_t>(layer) << 12) | (static_cast<uint32_t>(type) << 8) | code;
+    return TerminateProviderError(layer, type, code);
 }
 inline uint32_t RemoteProtection(mem::AccessError error) {
     return TerminateError(0, 0, mem::TerminateCode(error));
@@ -238,7 +237,7 @@ bool QueuePair::MayStartLocked(const TransportRequest& request) const {
 
 void QueuePair::StartLocked(std::unique_ptr<TransportRequest> request) {
     if (request->kind == TransportRequest::Kind::kRead) ++reads_outstanding_;
-    transport_->Submit(std::move(request));  // never completes inside (transport.h), so no lock is re-entered
+    transport_->Submit(std::move(request));  // a read never ends inside (transport.h): start_mutex_ is not re-entered
 }
 
 void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, InboundResult result) {
@@ -315,30 +314,33 @@ void QueuePair::Flush() {
     for (PVOID context : params_.receive_queue->Drain()) CancelReceive(context);
 }
 
-InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) {
+InboundResult QueuePair::BeginReceive(PieceList* sink, PVOID* receive_context) {
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
     ReceiveRequest& request = receive_;
-    if (!params_.receive_queue->Pop(&request)) {  // RFC 5041: no buffer for an untagged message
-        transport_->Terminate(kNoReceiveBuffer);
-        return {STATUS_CONNECTION_ABORTED, kNoReceiveBuffer};
+    if (!params_.receive_queue->Pop(&request)) return {STATUS_CONNECTION_ABORTED, kNoReceiveBuffer};  // RFC 5041
+    *receive_context = request.context;
+    mem::AccessError error = mem::AccessError::kNone;
+    if (!NT_SUCCESS(GatherLocal(request.sges.data(), request.sge_count, mem::kRightLocalWrite, false, *sink, &error))) {
+        const NTSTATUS status = mem::LocalAccessStatus(error);
+        EndReceive(request.context, 0, false, false, 0, status, kLocalCatastrophic);
+        return {STATUS_CONNECTION_ABORTED, kLocalCatastrophic};
     }
+    return {};
+}
+
+InboundResult QueuePair::EndReceive(PVOID receive_context, uint64_t bytes, bool solicited, bool invalidate,
+                                    uint32_t token, NTSTATUS failure, uint32_t failure_code) {
     NDK_RESULT_EX result{};
     result.QPContext = params_.context;
-    result.RequestContext = request.context;
+    result.RequestContext = receive_context;
     result.Type = NdkOperationTypeReceive;
-    mem::AccessError error = mem::AccessError::kNone;
     InboundResult verdict{};
-    if (!NT_SUCCESS(
-            GatherLocal(request.sges.data(), request.sge_count, mem::kRightLocalWrite, false, remote_, &error))) {
-        result.Status = mem::LocalAccessStatus(error);
-        result.ProviderErrorCode = kLocalCatastrophic;
-        verdict = {STATUS_CONNECTION_ABORTED, kLocalCatastrophic};
-    } else if (remote_.total() < payload.total()) {
-        result.Status = STATUS_BUFFER_OVERFLOW;
-        result.ProviderErrorCode = kMessageTooLong;
-        verdict = {STATUS_BUFFER_OVERFLOW, kMessageTooLong};
+    if (!NT_SUCCESS(failure)) {
+        result.Status = failure;
+        result.ProviderErrorCode = failure_code;
+        verdict = {failure, failure_code};
     } else {
-        result.BytesTransferred = static_cast<ULONG>(CopyPieces(payload, remote_));
+        result.BytesTransferred = static_cast<ULONG>(bytes);
         if (invalidate) {
             // TOK-10/11/14: invalidate before the completion is visible; a bad token aborts the connection.
             mem::TokenRef target = params_.tokens->Acquire(token, mem::TokenKind::kRemote);
@@ -360,14 +362,38 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
             }
         }
     }
-    remote_.Clear();
-    const bool pushed = params_.receive_cq->Push(result, solicited);
-    if (!NT_SUCCESS(verdict.status)) {
-        transport_->Terminate(verdict.provider_error);
-    } else if (!pushed) {
-        EnterError();
-    }
+    if (!params_.receive_cq->Push(result, solicited) && NT_SUCCESS(verdict.status)) EnterError();  // CQ-15
     return verdict;
+}
+
+InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) {
+    PVOID context = nullptr;
+    InboundResult verdict = BeginReceive(&remote_, &context);
+    if (!NT_SUCCESS(verdict.status)) {
+        if (verdict.status != STATUS_CANCELLED) transport_->Terminate(verdict.provider_error);
+        return verdict;
+    }
+    if (remote_.total() < payload.total()) {
+        verdict = EndReceive(context, 0, solicited, false, 0, STATUS_BUFFER_OVERFLOW, kMessageTooLong);
+    } else {
+        const uint64_t bytes = CopyPieces(payload, remote_);
+        verdict = EndReceive(context, bytes, solicited, invalidate, token);
+    }
+    remote_.Clear();
+    if (!NT_SUCCESS(verdict.status)) transport_->Terminate(verdict.provider_error);
+    return verdict;
+}
+
+InboundResult QueuePair::ResolveTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right,
+                                       PieceList* out) {
+    if (length == 0) return {};  // QP-16 (decided): zero length names no memory (an RTR is one, RFC 6581)
+    if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
+    mem::TokenRef grant;
+    const mem::AccessError error =
+        mem::CheckAccess(*params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, length, right}, &grant);
+    if (error != mem::AccessError::kNone) return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
+    out->AddRange(std::move(grant), address, length);
+    return {};
 }
 
 // Tagged access by the peer (RDMAP Write or Read Response source): the one access check on (token, address),

@@ -64,6 +64,17 @@ public:
     InboundResult OnSend(const PieceList& payload, bool solicited, bool invalidate, uint32_t token);
     InboundResult OnWrite(uint32_t token, uint64_t address, const PieceList& payload);
     InboundResult OnRead(uint32_t token, uint64_t address, const PieceList& sink);
+    // ---- inbound side for a wire: placement straight into the target pages (issue 7 §3). Called on the
+    // connection's progress lane only (one at a time, QP-06); none of them terminates: the wire does. ----
+    // The one access check for a tagged segment or a Read Request's source; `out` gets the granted pieces and
+    // the reference. STATUS_SUCCESS with nothing added for a zero length (QP-16).
+    InboundResult ResolveTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right, PieceList* out);
+    // An untagged message's first segment: takes the next receive and gathers its buffers into `sink`.
+    InboundResult BeginReceive(PieceList* sink, PVOID* receive_context);
+    // Completes the taken receive with `bytes` (invalidating `token` when asked, TOK-10/11/14); `failure` other
+    // than STATUS_SUCCESS completes it in error with `failure_code`.
+    InboundResult EndReceive(PVOID receive_context, uint64_t bytes, bool solicited, bool invalidate, uint32_t token,
+                             NTSTATUS failure = STATUS_SUCCESS, uint32_t failure_code = 0);
     // ---- a handed-over request has ended (transports that do not complete inline; any thread) ----
     void OnSubmittedDone(std::unique_ptr<TransportRequest> request, InboundResult result);
 

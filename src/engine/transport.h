@@ -2,8 +2,9 @@
 // never parses bytes. Two ways to finish a request:
 //  - inline (the in-process link): Send/Write/Read run the peer's inbound side and return its verdict;
 //  - handed over (a wire, or the deferred in-process link): Submit() takes the request and the transport reports
-//    its end later with QueuePair::OnSubmittedDone, from any thread but never inside Submit(). The QP keeps
-//    posting order, READ_FENCE and the outbound read limit (ORD) itself.
+//    its end with QueuePair::OnSubmittedDone, from any thread. A Send or Write may end inside Submit() (a wire
+//    that handed all of it to the kernel at once); a Read never does (the QP holds its start lock there). The
+//    QP keeps posting order, READ_FENCE and the outbound read limit (ORD) itself.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,11 @@
 namespace softndk::engine {
 
 class QueuePair;
+
+// ProviderErrorCode for a terminate: the RFC 5040 layer/type/code, with bit 16 set so it is never 0 (CQ-14).
+constexpr uint32_t TerminateProviderError(uint8_t layer, uint8_t type, uint8_t code) {
+    return 0x10000u | (static_cast<uint32_t>(layer) << 12) | (static_cast<uint32_t>(type) << 8) | code;
+}
 
 // The peer's verdict on an inbound operation, as the initiator's completion status.
 struct InboundResult {

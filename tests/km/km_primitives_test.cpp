@@ -325,7 +325,7 @@ TEST(KmWsk, ControlClientReturnsTheNdkDispatchAndOpensTheInterfaceAdapter) {
     NDK_ADAPTER_INFO info;
     ULONG size = sizeof(info);
     EXPECT_EQ(adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size), STATUS_SUCCESS);
-    EXPECT_EQ(info.RdmaTechnology, NdkUndefined) << "the provider reports no wire until one is spoken";
+    EXPECT_EQ(info.RdmaTechnology, NdkiWarp) << "the provider speaks iWARP over TCP";
     ndk.WskCloseNdkAdapter(provider.Client, adapter);
 
     PMIB_UNICASTIPADDRESS_TABLE table = nullptr;

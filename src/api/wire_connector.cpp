@@ -1,0 +1,495 @@
+// NDK_CONNECTOR_DISPATCH over iWARP/TCP (issue 7 §4), one state machine per side (DESIGN §4):
+//  - NdkConnect opens TCP and sends an MPA v2 Request: IRD/ORD = the requested inbound/outbound read limits,
+//    P2P with a Write RTR offered, the NDK private data after the words. The Reply completes it; a Reject
+//    (R set) completes it with STATUS_CONNECTION_REFUSED and its private data (CM-04, CM-12).
+//  - NdkCompleteConnect sends the RTR; the responder's NdkAccept completes when it arrives (CM-08), which also
+//    keeps the first FPDU from racing the responder's set-up (siw-facts §3.4).
+//  - NdkDisconnect is a FIN; it completes at the peer's FIN (CM-24). A lost stream or a Terminate either way
+//    puts the QP in error, flushes it and raises the disconnect event once (CM-26).
+// Consumer callbacks run on the adapter's provider thread, never on a progress lane.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "api/cm_objects.h"
+
+namespace softndk::api {
+namespace {
+
+using engine::ProviderFunction;
+
+// AMB decision (docs/spec-decisions.md): an MPA rev 1 peer sends no IRD/ORD; it is taken as allowing one
+// outstanding read each way.
+constexpr uint32_t kRev1ReadLimit = 1;
+
+uint32_t Cap(uint32_t value, uint32_t limit) {
+    return value < limit ? value : limit;
+}
+
+sockaddr_storage ToSockaddr(const cm::Endpoint& endpoint) {
+    sockaddr_storage address{};
+    ULONG length = sizeof(address);
+    cm::EndpointToSockaddr(endpoint, reinterpret_cast<SOCKADDR*>(&address), &length);
+    return address;
+}
+
+void Post(AdapterObject& adapter, Finish finish, NTSTATUS status) {
+    if (finish) adapter.executor->Post([finish = std::move(finish), status] { finish(status); });
+}
+
+// CM-26: the disconnect callback once, on the provider thread.
+void IndicateDisconnectLocked(WireSide& side) {
+    ConnectorObject* connector = side.connector;
+    if (connector == nullptr || side.disconnect_indicated || side.disconnect_called) return;
+    side.disconnect_indicated = true;
+    if (connector->disconnect_event == nullptr && connector->disconnect_event_ex == nullptr) return;
+    if (!connector->lifetime.TryAddRef()) return;
+    connector->adapter->executor->Post([connector] {
+        if (connector->disconnect_event_ex != nullptr)
+            connector->disconnect_event_ex(connector->disconnect_context, 0);  // CM-30: no reason supplied
+        else
+            connector->disconnect_event(connector->disconnect_context);
+        connector->lifetime.Release();
+    });
+}
+
+// NdkDisconnect's end: once the lane is done with the QP and no post is inside it (CM-24 b), the QP is closed
+// to posts (CM-28), flushed (CM-25), and the request completes.
+void FinishDisconnectLocked(WireSide& side) {
+    Finish finish = std::move(side.disconnect_finish);
+    side.disconnect_finish = nullptr;
+    side.state = ConnectorState::kDone;
+    if (!finish || side.connector == nullptr) return;
+    QpObject* qp = side.connector->qp;
+    AdapterObject& adapter = *side.connector->adapter;
+    side.tcp->Close([&adapter, qp, finish] {
+        auto complete = [&adapter, qp, finish] {
+            adapter.executor->Post([qp, finish] {
+                if (qp != nullptr) qp->qp.Flush();
+                finish(STATUS_SUCCESS);
+            });
+        };
+        if (qp == nullptr || qp->qp.Close(complete)) complete();
+    });
+}
+
+// The connection's events (on its lane).
+void OnWireEvent(const std::weak_ptr<WireSide>& weak, transport::TcpConnection::Event event, NTSTATUS status,
+                 uint32_t provider_error) {
+    std::shared_ptr<WireSide> side = weak.lock();
+    if (!side) return;
+    std::lock_guard lock(side->mutex);
+    if (side->connector == nullptr) return;
+    AdapterObject& adapter = *side->connector->adapter;
+    switch (event) {
+        case transport::TcpConnection::Event::kMpaReceived: {
+            if (side->state != ConnectorState::kConnecting || !side->connect_finish) return;
+            const transport::MpaPeer& peer = side->tcp->peer();
+            side->peer_data = peer.private_data;
+            side->peer_ird = peer.enhanced ? peer.words.ird : kRev1ReadLimit;
+            side->peer_ord = peer.enhanced ? peer.words.ord : kRev1ReadLimit;
+            // CM-03: each side's inbound limit is lowered to the other's outbound, and vice versa.
+            side->inbound = std::min(side->requested_inbound, side->peer_ord);
+            side->outbound = std::min(side->requested_outbound, side->peer_ird);
+            side->state = ConnectorState::kConnectReady;  // a Reject's private data is readable too (CM-12)
+            if (peer.reject) SetLastErrorText("NdkConnect: the peer rejected the connection (MPA Reject)");
+            Post(adapter, std::move(side->connect_finish), peer.reject ? STATUS_CONNECTION_REFUSED : STATUS_SUCCESS);
+            side->connect_finish = nullptr;
+            return;
+        }
+        case transport::TcpConnection::Event::kEstablished:
+            if (side->state != ConnectorState::kAccepting) return;
+            side->connector->qp->qp.SetState(engine::QueuePair::State::kConnected);  // before the next FPDU
+            side->state = ConnectorState::kConnected;
+            Post(adapter, std::move(side->accept_finish), STATUS_SUCCESS);
+            side->accept_finish = nullptr;
+            return;
+        case transport::TcpConnection::Event::kPeerClosed:
+            side->peer_closed = true;
+            if (side->state == ConnectorState::kDisconnecting) {
+                FinishDisconnectLocked(*side);
+            } else if (side->state == ConnectorState::kConnected) {
+                IndicateDisconnectLocked(*side);
+            }
+            return;
+        case transport::TcpConnection::Event::kFailed:
+            if (side->failed) return;
+            side->failed = true;
+            switch (side->state) {
+                case ConnectorState::kConnecting:
+                    side->state = ConnectorState::kDone;
+                    SetLastErrorText("NdkConnect: the connection failed (0x%08X)", static_cast<unsigned>(status));
+                    Post(adapter, std::move(side->connect_finish),
+                         status == STATUS_CANCELLED ? STATUS_CONNECTION_ABORTED : status);
+                    side->connect_finish = nullptr;
+                    break;
+                case ConnectorState::kAccepting:
+                    side->state = ConnectorState::kDone;  // CM-08: the connecting peer abandoned
+                    Post(adapter, std::move(side->accept_finish), STATUS_CONNECTION_ABORTED);
+                    side->accept_finish = nullptr;
+                    break;
+                case ConnectorState::kConnected:
+                    IndicateDisconnectLocked(*side);  // the QP is in error and flushed already (RFC 5040 §5.4)
+                    break;
+                case ConnectorState::kDisconnecting:
+                    FinishDisconnectLocked(*side);
+                    break;
+                default:
+                    break;
+            }
+            (void)provider_error;
+            return;
+    }
+}
+
+std::shared_ptr<WireSide> MakeSide(ConnectorObject* connector, bool active) {
+    auto side = std::make_shared<WireSide>();
+    side->connector = connector;
+    side->active = active;
+    side->state = active ? ConnectorState::kConnecting : ConnectorState::kIncoming;
+    return side;
+}
+
+transport::TcpConnection::EventHandler HandlerFor(const std::shared_ptr<WireSide>& side) {
+    std::weak_ptr<WireSide> weak = side;
+    return [weak](transport::TcpConnection::Event event, NTSTATUS status, uint32_t provider_error) {
+        OnWireEvent(weak, event, status, provider_error);
+    };
+}
+
+// CM-08: a step that the peer never answers ends with STATUS_IO_TIMEOUT.
+void ArmTimeout(AdapterObject& adapter, const std::shared_ptr<WireSide>& side, ConnectorState waiting,
+                uint32_t timeout_ms) {
+    if (timeout_ms == 0) return;
+    std::weak_ptr<WireSide> weak = side;
+    adapter.executor->PostAfter(std::chrono::milliseconds(timeout_ms), [weak, waiting] {
+        std::shared_ptr<WireSide> side = weak.lock();
+        if (!side) return;
+        Finish timed_out;
+        {
+            std::lock_guard lock(side->mutex);
+            if (side->state != waiting) return;
+            Finish& pending = waiting == ConnectorState::kConnecting ? side->connect_finish : side->accept_finish;
+            if (!pending) return;
+            timed_out = std::move(pending);
+            pending = nullptr;
+            side->state = ConnectorState::kDone;
+            side->failed = true;
+        }
+        side->tcp->Close(nullptr);
+        SetLastErrorText("the peer did not answer in time (CM-08)");
+        timed_out(STATUS_IO_TIMEOUT);
+    });
+}
+
+}  // namespace
+
+bool UsesWire(const AdapterObject& adapter, const cm::Endpoint& destination) {
+    if (adapter.transport == SOFTNDK_TRANSPORT_TCP) return true;
+    if (adapter.transport != SOFTNDK_TRANSPORT_AUTO) return false;
+    return !cm::Fabric::Instance().HasListener(destination);  // a listener elsewhere: another process or host
+}
+
+transport::TcpOptions WireOptions(const AdapterObject& adapter) {
+    transport::TcpOptions options;
+    options.request_crc = adapter.mpa_crc;
+    options.faults = adapter.wire_faults;
+    return options;
+}
+
+NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, const cm::Endpoint& remote, ULONG inbound,
+                     ULONG outbound, const PVOID data, ULONG length, NDK_FN_REQUEST_COMPLETION completion,
+                     PVOID context, ProviderFunction function) {
+    AdapterObject& adapter = *connector->adapter;
+    std::shared_ptr<WireSide> side = MakeSide(connector, true);
+    side->requested_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);  // CM-03
+    side->requested_outbound = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    connector->wire = side;
+    connector->attempt_failed = false;
+    transport::MpaOffer offer;
+    offer.crc = adapter.mpa_crc;
+    offer.ird = static_cast<uint16_t>(std::min<uint32_t>(side->requested_inbound, wire::kMpaMaxIrdOrd));
+    offer.ord = static_cast<uint16_t>(std::min<uint32_t>(side->requested_outbound, wire::kMpaMaxIrdOrd));
+    offer.peer_to_peer = true;  // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
+    offer.write_rtr = true;
+    offer.private_data.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+    auto undo = [connector] {
+        if (connector->wire && connector->wire->tcp) connector->wire->tcp->Close(nullptr);
+        if (connector->qp != nullptr) {
+            connector->qp->associated = false;  // a refused QP may connect again
+            connector->qp->lifetime.Release();
+            connector->qp = nullptr;
+        }
+        if (connector->holds_endpoint) cm::Fabric::Instance().Release(connector->endpoint);
+        connector->holds_endpoint = false;
+        if (connector->shared != nullptr) connector->shared->lifetime.Release();
+        connector->shared = nullptr;
+        connector->attempt_failed = true;
+    };
+    return RunRequest(
+        adapter, function, connector->lifetime, completion, context,
+        [connector, side, local, remote, offer](const Finish& finish) mutable -> NTSTATUS {
+            std::lock_guard lock(side->mutex);
+            if (connector->lifetime.closing()) {  // LIFE-09: closed before this pended work ran
+                side->state = ConnectorState::kDone;
+                return STATUS_CANCELLED;
+            }
+            sockaddr_storage from = ToSockaddr(local);
+            std::shared_ptr<transport::TcpConnection> tcp;
+            const NTSTATUS status = transport::TcpConnection::Connect(
+                connector->adapter->progress.get(), &from, ToSockaddr(remote), std::move(offer),
+                WireOptions(*connector->adapter), HandlerFor(side), &tcp);
+            if (!NT_SUCCESS(status)) {
+                side->state = ConnectorState::kDone;
+                SetLastErrorText("NdkConnect: the TCP socket could not be bound or connected (0x%08X)",
+                                 static_cast<unsigned>(status));
+                return status;
+            }
+            side->tcp = tcp;
+            side->connect_finish = finish;
+            ArmTimeout(*connector->adapter, side, ConnectorState::kConnecting, connector->adapter->accept_timeout_ms);
+            return STATUS_PENDING;  // completes with the Reply, a Reject or a failure
+        },
+        undo);
+}
+
+NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID event_context, bool extended,
+                             NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
+    std::shared_ptr<WireSide> side = connector->wire;
+    return RunRequest(*connector->adapter, function, connector->lifetime, completion, context,
+                      [connector, side, event, event_context, extended](const Finish&) -> NTSTATUS {
+                          std::lock_guard lock(side->mutex);
+                          if (!side->active || side->state != ConnectorState::kConnectReady || side->tcp->peer().reject)
+                              return STATUS_CONNECTION_INVALID;  // CM-07: not connecting
+                          if (side->failed) {
+                              side->state = ConnectorState::kDone;
+                              return STATUS_CONNECTION_ABORTED;  // CM-07: the accepting peer abandoned
+                          }
+                          if (extended)
+                              connector->disconnect_event_ex =
+                                  reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK_EX>(event);
+                          else
+                              connector->disconnect_event = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK>(event);
+                          connector->disconnect_context = event_context;
+                          engine::QueuePair& qp = connector->qp->qp;
+                          qp.Associate(side->tcp.get(), side->inbound, side->outbound);
+                          qp.SetState(engine::QueuePair::State::kConnected);
+                          side->tcp->Establish(&qp, side->inbound, side->outbound);  // the RTR goes before any post
+                          side->state = ConnectorState::kConnected;
+                          return STATUS_SUCCESS;
+                      });
+}
+
+NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, ULONG inbound, ULONG outbound, const PVOID data,
+                    ULONG length, void* event, PVOID event_context, bool extended, NDK_FN_REQUEST_COMPLETION completion,
+                    PVOID context, ProviderFunction function) {
+    std::shared_ptr<WireSide> side = connector->wire;
+    if (qp->associated.exchange(true)) {
+        SetLastErrorText("NdkAccept: the QP has been used already (CM-28)");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    connector->qp = qp;
+    qp->lifetime.AddRef();
+    const AdapterObject& adapter = *connector->adapter;
+    const uint32_t my_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);
+    const uint32_t my_outbound = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    std::vector<uint8_t> reply_data(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+    auto undo = [connector, side] {
+        std::lock_guard lock(side->mutex);
+        if (side->state != ConnectorState::kIncoming || connector->qp == nullptr) return;  // the QP is spent
+        connector->qp->associated = false;
+        connector->qp->lifetime.Release();
+        connector->qp = nullptr;
+    };
+    return RunRequest(
+        *connector->adapter, function, connector->lifetime, completion, context,
+        [=](const Finish& finish) -> NTSTATUS {
+            std::lock_guard lock(side->mutex);
+            if (connector->lifetime.closing()) return STATUS_CANCELLED;                                      // LIFE-09
+            if (side->state != ConnectorState::kIncoming || side->failed) return STATUS_CONNECTION_ABORTED;  // CM-08
+            side->inbound = std::min(my_inbound, side->peer_ord);                                            // CM-03
+            side->outbound = std::min(my_outbound, side->peer_ird);
+            if (extended)
+                connector->disconnect_event_ex = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK_EX>(event);
+            else
+                connector->disconnect_event = reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK>(event);
+            connector->disconnect_context = event_context;
+            transport::MpaOffer reply;
+            reply.crc = connector->adapter->mpa_crc;
+            reply.ird = static_cast<uint16_t>(std::min<uint32_t>(side->inbound, wire::kMpaMaxIrdOrd));
+            reply.ord = static_cast<uint16_t>(std::min<uint32_t>(side->outbound, wire::kMpaMaxIrdOrd));
+            reply.private_data = reply_data;
+            qp->qp.Associate(side->tcp.get(), side->inbound, side->outbound);
+            qp->qp.SetState(engine::QueuePair::State::kConnecting);
+            side->state = ConnectorState::kAccepting;
+            side->accept_finish = finish;
+            side->tcp->Accept(std::move(reply), &qp->qp, side->inbound, side->outbound);
+            ArmTimeout(*connector->adapter, side, ConnectorState::kAccepting, connector->adapter->accept_timeout_ms);
+            return STATUS_PENDING;  // completes when the initiator's RTR arrives (CM-08)
+        },
+        undo);
+}
+
+NTSTATUS WireReject(ConnectorObject* connector, const PVOID data, ULONG length) {
+    std::shared_ptr<WireSide> side = connector->wire;
+    std::lock_guard lock(side->mutex);
+    if (!side->active && side->state == ConnectorState::kIncoming) {
+        if (side->failed) return STATUS_CONNECTION_ABORTED;
+        side->tcp->Reject(std::vector<uint8_t>(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length));
+        side->state = ConnectorState::kDone;
+        return STATUS_SUCCESS;
+    }
+    if (side->active && side->state == ConnectorState::kConnectReady && !side->tcp->peer().reject) {
+        side->tcp->Close(nullptr);  // AMB-33: the peer's NdkAccept is aborted when the stream ends
+        side->state = ConnectorState::kDone;
+        return STATUS_SUCCESS;
+    }
+    SetLastErrorText("NdkReject: nothing to reject on this connector");
+    return STATUS_INVALID_DEVICE_STATE;
+}
+
+NTSTATUS WireGetConnectionData(ConnectorObject* connector, ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length) {
+    std::shared_ptr<WireSide> side = connector->wire;
+    std::lock_guard lock(side->mutex);
+    if (side->state != ConnectorState::kIncoming && side->state != ConnectorState::kConnectReady) {
+        SetLastErrorText("NdkGetConnectionData: only after the connect event or a completed NdkConnect (CM-12)");
+        return STATUS_INVALID_DEVICE_STATE;
+    }
+    const AdapterObject& adapter = *connector->adapter;
+    if (inbound != nullptr)
+        *inbound = side->active ? side->inbound : std::min(adapter.info.MaxInboundReadLimit, side->peer_ord);
+    if (outbound != nullptr)
+        *outbound = side->active ? side->outbound : std::min(adapter.info.MaxOutboundReadLimit, side->peer_ird);
+    const auto required = static_cast<ULONG>(side->peer_data.size());
+    if (data != nullptr) std::memcpy(data, side->peer_data.data(), std::min(*length, required));
+    const bool query = data == nullptr && *length == 0;  // CM-11 (a)
+    const bool fits = *length >= required;
+    *length = required;
+    return query || fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
+}
+
+NTSTATUS WireAddress(ConnectorObject* connector, PSOCKADDR address, ULONG* length, bool peer) {
+    std::shared_ptr<WireSide> side = connector->wire;
+    std::shared_ptr<transport::TcpConnection> tcp;
+    {
+        std::lock_guard lock(side->mutex);
+        tcp = side->tcp;
+    }
+    if (!tcp) return STATUS_CONNECTION_INVALID;
+    cm::Endpoint endpoint;
+    const sockaddr_storage& raw = peer ? tcp->remote_address() : tcp->local_address();
+    const ULONG raw_length = raw.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (!NT_SUCCESS(cm::EndpointFromSockaddr(reinterpret_cast<const SOCKADDR*>(&raw), raw_length, &endpoint)))
+        return STATUS_CONNECTION_INVALID;
+    return cm::EndpointToSockaddr(endpoint, address, length);  // CM-13
+}
+
+NTSTATUS WireDisconnect(ConnectorObject* connector, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
+    return RunRequest(*connector->adapter, ProviderFunction::NdkDisconnect, connector->lifetime, completion, context,
+                      [connector](const Finish& finish) -> NTSTATUS {
+                          std::shared_ptr<WireSide> side = connector->wire;
+                          std::lock_guard lock(side->mutex);
+                          if (connector->lifetime.closing()) return STATUS_CANCELLED;  // LIFE-09
+                          if (side->state != ConnectorState::kConnected && !side->disconnect_indicated)
+                              return STATUS_CONNECTION_INVALID;
+                          if (side->state != ConnectorState::kConnected && side->state != ConnectorState::kDone)
+                              return STATUS_CONNECTION_INVALID;
+                          side->disconnect_called = true;
+                          side->tcp->Disconnect();  // a FIN once everything queued is out
+                          side->state = ConnectorState::kDisconnecting;
+                          side->disconnect_finish = finish;
+                          if (side->peer_closed || side->failed) FinishDisconnectLocked(*side);
+                          return STATUS_PENDING;  // at the peer's FIN (CM-24), flushed (CM-25)
+                      });
+}
+
+// LIFE-09: closing cancels the connector's own pending requests (completed on the provider thread).
+void WireCancel(ConnectorObject* connector) {
+    std::shared_ptr<WireSide> side = connector->wire;
+    std::vector<Finish> cancelled;
+    {
+        std::lock_guard lock(side->mutex);
+        for (Finish* pending : {&side->connect_finish, &side->accept_finish, &side->disconnect_finish}) {
+            if (*pending) cancelled.push_back(std::move(*pending));
+            *pending = nullptr;
+        }
+        if (!cancelled.empty()) side->state = ConnectorState::kDone;
+    }
+    if (cancelled.empty()) return;
+    connector->adapter->executor->Post([cancelled = std::move(cancelled)] {
+        for (const Finish& finish : cancelled) finish(STATUS_CANCELLED);
+    });
+}
+
+// The connector's close: an offered connection is refused, an established one aborted (the peer sees the
+// stream end). It pends until the lane is done with the QP and no post is inside it (CB-12: never waits).
+bool WireTeardown(ConnectorObject* connector) {
+    std::shared_ptr<WireSide> side = std::move(connector->wire);
+    std::shared_ptr<transport::TcpConnection> tcp;
+    {
+        std::lock_guard lock(side->mutex);
+        if (side->state == ConnectorState::kIncoming && side->tcp) side->tcp->Reject({});  // CM-15: refused
+        side->state = ConnectorState::kDone;
+        side->connector = nullptr;
+        tcp = side->tcp;
+    }
+    struct Join {
+        std::atomic<int> pending{2};
+        ConnectorObject* connector;
+    };
+    auto join = std::make_shared<Join>();
+    join->connector = connector;
+    auto arrive = [join] {
+        if (join->pending.fetch_sub(1) != 1) return;
+        ConnectorObject* closing = join->connector;
+        closing->adapter->executor->Post([closing] {
+            ReleaseConnectorHolds(closing);
+            closing->lifetime.TeardownDone();
+        });
+    };
+    if (connector->qp != nullptr) {
+        if (connector->qp->qp.Close(arrive)) arrive();
+    } else {
+        arrive();
+    }
+    if (tcp)
+        tcp->Close(arrive);
+    else
+        arrive();
+    return false;
+}
+
+void OfferWireConnection(ListenerObject* listener, std::shared_ptr<transport::TcpConnection> tcp) {
+    if (listener->paused.load() || listener->lifetime.closing() || !listener->lifetime.TryAddRef()) {
+        tcp->Reject({});  // CM-16, CM-23
+        return;
+    }
+    ConnectorObject* connector = MakePassiveConnector(listener, nullptr);
+    if (connector == nullptr) {
+        tcp->Reject({});
+        listener->lifetime.Release();
+        return;
+    }
+    std::shared_ptr<WireSide> side = MakeSide(connector, false);
+    const transport::MpaPeer& peer = tcp->peer();
+    side->peer_data = peer.private_data;
+    side->peer_ird = peer.enhanced ? peer.words.ird : kRev1ReadLimit;
+    side->peer_ord = peer.enhanced ? peer.words.ord : kRev1ReadLimit;
+    side->tcp = tcp;
+    connector->wire = side;
+    tcp->SetHandler(HandlerFor(side));
+    listener->adapter->executor->Post([listener, connector] {
+        bool closed;
+        {
+            std::lock_guard lock(listener->mutex);
+            closed = listener->closed;
+        }
+        if (closed)
+            connector->lifetime.Close(nullptr, nullptr);  // CM-23: refused (its teardown rejects)
+        else
+            listener->connect_event(listener->connect_context, &connector->ndk);
+        listener->lifetime.Release();
+    });
+}
+
+}  // namespace softndk::api

@@ -1,0 +1,512 @@
+// TcpConnection: the socket's life, the MPA exchange (RFC 5044 §7.1, RFC 6581) and the end of the stream.
+// Sending is in tcp_send.cpp, receiving FPDUs in tcp_receive.cpp.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "transport/tcp_connection_internal.h"
+
+namespace softndk::transport {
+namespace {
+
+std::atomic<uint64_t> next_lane{1};
+
+socklen_t SockaddrLength(const sockaddr_storage& address) {
+    return address.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+}  // namespace
+
+NTSTATUS StatusFromErrno(int error) {
+    switch (error) {
+        case ECONNREFUSED:
+            return STATUS_CONNECTION_REFUSED;
+        case ETIMEDOUT:
+            return STATUS_IO_TIMEOUT;
+        case ENETUNREACH:
+            return STATUS_NETWORK_UNREACHABLE;
+        case EHOSTUNREACH:
+            return STATUS_HOST_UNREACHABLE;
+        case EADDRINUSE:
+            return STATUS_SHARING_VIOLATION;
+        case EADDRNOTAVAIL:
+            return STATUS_INVALID_ADDRESS;
+        case ECONNRESET:
+        case EPIPE:
+            return STATUS_CONNECTION_RESET;
+        case ENOMEM:
+        case ENOBUFS:
+        case EMFILE:
+        case ENFILE:
+            return STATUS_INSUFFICIENT_RESOURCES;
+        default:
+            return STATUS_CONNECTION_ABORTED;
+    }
+}
+
+std::string FormatSockaddr(const sockaddr_storage& address) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    char out[INET6_ADDRSTRLEN + 16];
+    if (address.ss_family == AF_INET) {
+        const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+        inet_ntop(AF_INET, &v4.sin_addr, text, sizeof(text));
+        std::snprintf(out, sizeof(out), "%s:%u", text, static_cast<unsigned>(ntohs(v4.sin_port)));
+    } else {
+        const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+        inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof(text));
+        std::snprintf(out, sizeof(out), "[%s]:%u", text, static_cast<unsigned>(ntohs(v6.sin6_port)));
+    }
+    return out;
+}
+
+TcpConnection::TcpConnection(engine::ProgressEngine* progress, int fd, bool active, const TcpOptions& options,
+                             EventHandler handler)
+    : progress_(progress),
+      lane_(next_lane.fetch_add(1)),
+      fd_(fd),
+      active_(active),
+      options_(options),
+      handler_(std::move(handler)),
+      phase_(active ? Phase::kConnecting : Phase::kAwaitMpa),
+      rx_(std::make_unique<Rx>()) {}
+
+TcpConnection::~TcpConnection() {
+    if (fd_ >= 0) ::close(fd_);  // only when never started: a started one closes on its lane
+}
+
+NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_storage* local,
+                                const sockaddr_storage& remote, MpaOffer offer, const TcpOptions& options,
+                                EventHandler handler, std::shared_ptr<TcpConnection>* out) {
+    const int fd = ::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return StatusFromErrno(errno);
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // shared endpoints: one port, many peers
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(local), SockaddrLength(*local)) != 0) {
+        const int error = errno;
+        ::close(fd);
+        return StatusFromErrno(error);
+    }
+    socklen_t length = sizeof(*local);
+    getsockname(fd, reinterpret_cast<sockaddr*>(local), &length);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&remote), SockaddrLength(remote)) != 0 &&
+        errno != EINPROGRESS) {
+        const int error = errno;
+        ::close(fd);
+        return StatusFromErrno(error);
+    }
+    std::shared_ptr<TcpConnection> connection(new TcpConnection(progress, fd, true, options, std::move(handler)));
+    connection->local_ = *local;
+    connection->remote_ = remote;
+    connection->offer_ = std::move(offer);
+    connection->Start(EPOLLOUT | EPOLLRDHUP);
+    *out = connection;
+    return STATUS_SUCCESS;
+}
+
+std::shared_ptr<TcpConnection> TcpConnection::Adopt(
+    engine::ProgressEngine* progress, int fd, const TcpOptions& options,
+    const std::function<EventHandler(std::weak_ptr<TcpConnection>)>& make) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::shared_ptr<TcpConnection> connection(new TcpConnection(progress, fd, false, options, nullptr));
+    connection->handler_ = make(connection);
+    socklen_t length = sizeof(connection->local_);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&connection->local_), &length);
+    length = sizeof(connection->remote_);
+    getpeername(fd, reinterpret_cast<sockaddr*>(&connection->remote_), &length);
+    connection->Start(EPOLLIN | EPOLLRDHUP);
+    return connection;
+}
+
+void TcpConnection::Start(uint32_t events) {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    // The handler holds the connection until CloseSocket unwatches it.
+    if (!progress_->Watch(lane_, fd_, events, [self](uint32_t ready) { self->OnReady(ready); })) {
+        progress_->Post(lane_, [self] { self->Shutdown(STATUS_INSUFFICIENT_RESOURCES, 0, true); });
+    }
+}
+
+void TcpConnection::SetHandler(EventHandler handler) {
+    std::lock_guard lock(handler_mutex_);
+    handler_ = std::move(handler);
+}
+
+void TcpConnection::Emit(Event event, NTSTATUS status, uint32_t provider_error) {
+    EventHandler handler;
+    {
+        std::lock_guard lock(handler_mutex_);
+        handler = handler_;
+    }
+    if (handler) handler(event, status, provider_error);
+}
+
+void TcpConnection::OnReady(uint32_t events) {
+    if (phase_ == Phase::kClosed) return;
+    if (peer_fin_.load() && (events & (EPOLLHUP | EPOLLERR))) {  // both FINs are through, or a reset after the FIN
+        Shutdown(STATUS_SUCCESS, 0, false);
+        return;
+    }
+    if (phase_ == Phase::kConnecting) {
+        int error = 0;
+        socklen_t length = sizeof(error);
+        getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length);
+        if (error != 0 || (events & (EPOLLERR | EPOLLHUP))) {
+            Shutdown(StatusFromErrno(error != 0 ? error : ECONNREFUSED), 0, true);
+            return;
+        }
+        if (events & EPOLLOUT) OnConnected();
+        return;
+    }
+    if (events & EPOLLOUT) {
+        std::vector<Finished> finished;
+        {
+            std::lock_guard lock(send_mutex_);
+            want_write_ = false;
+            PumpLocked(&finished);
+            if (!want_write_ && fd_ >= 0) progress_->Modify(lane_, fd_, WantedEventsLocked());
+        }
+        RunFinished(&finished);
+        if (phase_ == Phase::kClosed) return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        switch (phase_) {
+            case Phase::kAwaitMpa:
+                ReadMpa();
+                break;
+            case Phase::kReplied:
+                if (establishing_.load()) return;  // the peer answered our RTR before EnterRdma ran: next round
+                [[fallthrough]];
+            case Phase::kOffered: {
+                // Nothing may arrive now (siw-facts §3.4): data is a protocol error, EOF an abandoned attempt.
+                uint8_t byte;
+                const ssize_t got = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                    Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost), true);
+                else if (got > 0)
+                    Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
+                break;
+            }
+            case Phase::kAwaitRtr:
+            case Phase::kRdma:
+                ReadFpdus();
+                break;
+            default:
+                break;
+        }
+    }
+}
+
+void TcpConnection::OnConnected() {
+    int mss = 0;
+    socklen_t length = sizeof(mss);
+    getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &length);
+    max_payload_ = wire::MaxUlpduForMss(mss > 0 ? static_cast<size_t>(mss) : 536);
+    wire::MpaEnhancedWords words;
+    words.ird = offer_.ird;
+    words.ord = offer_.ord;
+    words.peer_to_peer = offer_.peer_to_peer;
+    words.write_rtr = offer_.write_rtr;
+    words.read_rtr = offer_.read_rtr;
+    wire::MpaFrame request = wire::MakeMpaRequest(offer_.crc, offer_.enhanced ? &words : nullptr, offer_.private_data);
+    std::vector<uint8_t> bytes(wire::MpaFrameSize(request));
+    size_t written = 0;
+    if (wire::SerializeMpaFrame(request, bytes, &written) != wire::WireStatus::kOk) {
+        Shutdown(STATUS_INVALID_PARAMETER, 0, true);
+        return;
+    }
+    phase_ = Phase::kAwaitMpa;
+    {
+        std::lock_guard lock(send_mutex_);
+        progress_->Modify(lane_, fd_, WantedEventsLocked());
+    }
+    QueueRaw(bytes.data(), written);
+}
+
+void TcpConnection::QueueRaw(const uint8_t* data, size_t size) {
+    std::vector<Finished> finished;
+    {
+        std::lock_guard lock(send_mutex_);
+        raw_out_.insert(raw_out_.end(), data, data + size);
+        PumpLocked(&finished);
+    }
+    RunFinished(&finished);
+}
+
+// Reads exactly one MPA frame: its header, then PD_Length bytes. Bytes behind it are left in the socket and
+// refused (siw-facts §3.4).
+void TcpConnection::ReadMpa() {
+    const wire::MpaFrameKind expected = active_ ? wire::MpaFrameKind::kReply : wire::MpaFrameKind::kRequest;
+    while (true) {
+        wire::MpaFrame frame;
+        const wire::ParseResult parsed = wire::ParseMpaFrame(mpa_in_, expected, &frame);
+        if (parsed.status == wire::WireStatus::kNeedMoreBytes) {
+            const size_t have = mpa_in_.size();
+            mpa_in_.resize(parsed.size);
+            const ssize_t got = ::recv(fd_, mpa_in_.data() + have, parsed.size - have, MSG_DONTWAIT);
+            if (got > 0) {
+                mpa_in_.resize(have + static_cast<size_t>(got));
+                if (options_.trace) options_.trace(mpa_in_.data() + have, static_cast<size_t>(got), false);
+                rx_bytes_.fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
+                continue;
+            }
+            mpa_in_.resize(have);
+            if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            Shutdown(got == 0 ? STATUS_CONNECTION_ABORTED : StatusFromErrno(errno),
+                     ProviderErrorOf(wire::term::kLlpConnectionLost), true);
+            return;
+        }
+        if (parsed.status == wire::WireStatus::kMarkersRequested ||
+            parsed.status == wire::WireStatus::kEnhancedHeaderMissing) {
+            if (!active_) {  // refused the way siw refuses it: a Reject that echoes the Request, then close
+                wire::MpaFrame reject = wire::MakeMpaReject(frame, {});
+                reject.markers = false;
+                std::vector<uint8_t> bytes(wire::MpaFrameSize(reject));
+                size_t written = 0;
+                if (wire::SerializeMpaFrame(reject, bytes, &written) == wire::WireStatus::kOk)
+                    QueueRaw(bytes.data(), written);
+            }
+            Shutdown(STATUS_CONNECTION_REFUSED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
+            return;
+        }
+        if (!parsed.ok()) {  // a wrong key, revision or length: no answer (siw closes too)
+            Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
+            return;
+        }
+        uint8_t byte;
+        if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {  // data behind the frame (siw: -EPROTO)
+            Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
+            return;
+        }
+        peer_.revision = frame.revision;
+        peer_.crc = frame.crc;
+        peer_.enhanced = frame.enhanced;
+        peer_.reject = frame.reject;
+        peer_.words = frame.words;
+        peer_.private_data.assign(frame.private_data.begin(), frame.private_data.end());
+        peer_p2p_ = frame.enhanced && frame.words.peer_to_peer;
+        mpa_in_.clear();
+        mpa_in_.shrink_to_fit();
+        if (active_) {
+            crc_ = offer_.crc || frame.crc;  // RFC 5044 §7.1: CRC if either side asks for it
+            phase_ = Phase::kReplied;
+            Emit(Event::kMpaReceived);
+            if (peer_.reject && phase_ != Phase::kClosed)
+                Shutdown(STATUS_CONNECTION_REFUSED, 0, false);  // the CM has reported the refusal
+        } else {
+            phase_ = Phase::kOffered;
+            int mss = 0;
+            socklen_t length = sizeof(mss);
+            getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &length);
+            max_payload_ = wire::MaxUlpduForMss(mss > 0 ? static_cast<size_t>(mss) : 536);
+            Emit(Event::kMpaReceived);
+        }
+        return;
+    }
+}
+
+void TcpConnection::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self, reply = std::move(reply), qp, ird, ord]() mutable {
+        if (self->phase_ != Phase::kOffered) {
+            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost));
+            return;
+        }
+        const MpaPeer& request = self->peer_;
+        const bool p2p = request.enhanced && request.words.peer_to_peer;
+        wire::MpaEnhancedWords words;
+        words.ird = reply.ird;
+        words.ord = reply.ord;
+        if (p2p) {  // siw-facts §3.3: Write RTR if offered, else Read RTR if offered, else Write RTR
+            words.peer_to_peer = true;
+            words.read_rtr = !request.words.write_rtr && request.words.read_rtr;
+            words.write_rtr = !words.read_rtr;
+        }
+        self->crc_ = request.crc || self->options_.request_crc;
+        // A rev 1 Request gets a rev 1 Reply (no words).
+        wire::MpaFrame frame = wire::MakeMpaReply(self->crc_, request.enhanced ? &words : nullptr, reply.private_data);
+        std::vector<uint8_t> bytes(wire::MpaFrameSize(frame));
+        size_t written = 0;
+        if (wire::SerializeMpaFrame(frame, bytes, &written) != wire::WireStatus::kOk) {
+            self->Shutdown(STATUS_INVALID_PARAMETER, 0, true);
+            return;
+        }
+        self->offer_ = std::move(reply);
+        self->offer_.peer_to_peer = words.peer_to_peer;
+        self->offer_.write_rtr = words.write_rtr;
+        self->offer_.read_rtr = words.read_rtr;
+        self->EnterRdma(qp, ird, ord, p2p);
+        self->QueueRaw(bytes.data(), written);
+        if (!p2p && self->phase_ != Phase::kClosed) self->Emit(Event::kEstablished);
+    });
+}
+
+void TcpConnection::Reject(std::vector<uint8_t> private_data) {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self, private_data = std::move(private_data)] {
+        if (self->phase_ != Phase::kOffered) return;
+        wire::MpaFrame request;
+        request.revision = self->peer_.revision;
+        request.enhanced = self->peer_.enhanced;
+        request.crc = self->peer_.crc;
+        wire::MpaFrame reject = wire::MakeMpaReject(request, private_data);
+        std::vector<uint8_t> bytes(wire::MpaFrameSize(reject));
+        size_t written = 0;
+        if (wire::SerializeMpaFrame(reject, bytes, &written) == wire::WireStatus::kOk)
+            self->QueueRaw(bytes.data(), written);
+        self->Shutdown(STATUS_CONNECTION_REFUSED, 0, false);
+    });
+}
+
+void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    establishing_.store(true);
+    progress_->Post(lane_, [self, qp, ird, ord] {
+        if (self->phase_ != Phase::kReplied) {
+            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost));
+            return;
+        }
+        self->EnterRdma(qp, ird, ord, false);
+    });
+    // The RTR (RFC 6581 §6), or a zero-length Write to a peer without P2P, queued here, before the consumer
+    // can post: the first FPDU then never lands before the responder is ready (siw-facts §3.4). A Write RTR is
+    // a zero-length Write to STag 1, TO 0; a Read RTR a zero-length Read Request of STag 1.
+    auto rtr = std::make_unique<OutMessage>();
+    if (peer_p2p_ && peer_.words.read_rtr && !peer_.words.write_rtr) {
+        rtr->opcode = wire::RdmapOpcode::kReadRequest;
+        rtr->read.source_stag = 1;
+        OutstandingRead pending;
+        std::lock_guard lock(reads_mutex_);
+        pending.sink_stag = rtr->read.sink_stag = next_sink_stag_++;
+        reads_.push_back(std::move(pending));
+    } else {
+        rtr->opcode = wire::RdmapOpcode::kWrite;
+        rtr->stag = 1;
+    }
+    std::vector<Finished> finished;
+    Enqueue(std::move(rtr), &finished);
+    RunFinished(&finished);
+}
+
+void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr) {
+    qp_ = qp;
+    ird_ = ird;
+    ord_ = ord;
+    if (crc_) rx_->staging.resize(max_payload_);
+    phase_ = await_rtr ? Phase::kAwaitRtr : Phase::kRdma;
+    std::lock_guard lock(send_mutex_);
+    if (fd_ >= 0) progress_->Modify(lane_, fd_, WantedEventsLocked());
+}
+
+void TcpConnection::Disconnect() {
+    std::vector<Finished> finished;
+    {
+        std::lock_guard lock(send_mutex_);
+        if (closed_.load()) return;
+        fin_pending_ = true;
+        PumpLocked(&finished);
+    }
+    RunFinished(&finished);
+}
+
+void TcpConnection::Close(std::function<void()> on_done) {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self, on_done = std::move(on_done)] {
+        self->Shutdown(STATUS_CANCELLED, 0, false);
+        if (on_done) on_done();
+    });
+}
+
+void TcpConnection::Terminate(uint32_t provider_error) {
+    // From the engine (a local protection error on a post): RDMAP/remote protection as the QP encoded it.
+    const wire::TerminateCause cause{static_cast<wire::ErrorLayer>((provider_error >> 12) & 0xF),
+                                     static_cast<uint8_t>((provider_error >> 8) & 0xF),
+                                     static_cast<uint8_t>(provider_error & 0xFF)};
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self, cause, provider_error] {
+        if (self->phase_ == Phase::kClosed) return;
+        {
+            std::lock_guard lock(self->send_mutex_);
+            self->QueueTerminateLocked(cause, nullptr, 0);
+        }
+        self->Shutdown(STATUS_CONNECTION_ABORTED, provider_error, true);
+    });
+}
+
+engine::InboundResult TcpConnection::Send(const engine::PieceList&, bool, bool, uint32_t) {
+    return {STATUS_NOT_SUPPORTED, 0};  // completes_inline() is false: the QP uses Submit()
+}
+engine::InboundResult TcpConnection::Write(uint32_t, uint64_t, const engine::PieceList&) {
+    return {STATUS_NOT_SUPPORTED, 0};
+}
+engine::InboundResult TcpConnection::Read(uint32_t, uint64_t, const engine::PieceList&) {
+    return {STATUS_NOT_SUPPORTED, 0};
+}
+
+// The end, on the lane: everything outstanding is flushed (QP-21), the QP goes to error, the socket closes.
+void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit) {
+    if (phase_ == Phase::kClosed) return;
+    static const bool debug = std::getenv("SOFTNDK_WIRE_DEBUG") != nullptr;
+    if (debug)
+        std::fprintf(stderr, "softndk: %s connection %s -> %s ends in phase %d: status 0x%08X, cause %s\n",
+                     active_ ? "active" : "passive", FormatSockaddr(local_).c_str(), FormatSockaddr(remote_).c_str(),
+                     static_cast<int>(phase_), static_cast<unsigned>(status),
+                     provider_error != 0
+                         ? wire::FormatTerminateCause(
+                               wire::TerminateCause{static_cast<wire::ErrorLayer>((provider_error >> 12) & 0xF),
+                                                    static_cast<uint8_t>((provider_error >> 8) & 0xF),
+                                                    static_cast<uint8_t>(provider_error)})
+                               .c_str()
+                         : "none");
+    phase_ = Phase::kClosed;
+    closed_.store(true);
+    std::vector<Finished> finished;
+    {
+        std::lock_guard lock(send_mutex_);
+        PumpLocked(&finished);  // best effort: a queued Terminate or Reject goes out if the socket takes it
+        for (std::unique_ptr<OutMessage>& message : out_) {
+            if (message->request) finished.push_back({std::move(message->request), {STATUS_CANCELLED, 0}});
+        }
+        out_.clear();
+        fpdus_.clear();
+        prepared_messages_ = 0;
+        raw_out_.clear();
+    }
+    {
+        std::lock_guard lock(reads_mutex_);
+        for (OutstandingRead& read : reads_)
+            if (read.request) finished.push_back({std::move(read.request), {STATUS_CANCELLED, 0}});
+        reads_.clear();
+    }
+    inbound_reads_.store(0);
+    if (qp_ != nullptr) {
+        if (rx_->send_open) qp_->EndReceive(rx_->receive_context, 0, false, false, 0, STATUS_CANCELLED, 0);
+        rx_->send_open = false;
+        qp_->EnterError(true);  // flushes the receives and the requests not yet handed over
+    }
+    rx_->receive.Clear();
+    rx_->grant.Clear();
+    CloseSocket();
+    RunFinished(&finished);
+    qp_ = nullptr;
+    if (emit) Emit(Event::kFailed, status, provider_error);
+}
+
+void TcpConnection::CloseSocket() {
+    std::lock_guard lock(send_mutex_);  // a poster may be inside sendmsg
+    if (fd_ < 0) return;
+    progress_->Unwatch(lane_, fd_);
+    ::close(fd_);
+    fd_ = -1;
+}
+
+}  // namespace softndk::transport

@@ -1,0 +1,250 @@
+// iWARP over TCP (issue 7 §3/§4): one TCP connection, from the MPA exchange (RFC 5044 §7.1, RFC 6581) to the
+// FPDU stream (DDP RFC 5041, RDMAP RFC 5040). It is the QP's transport once established.
+//  - Everything that reads the socket runs on the connection's progress lane (one thread), so the QP's inbound
+//    side is entered by one thread at a time (QP-06).
+//  - Sending is done by whoever holds the send lock: the posting thread (no hop for a post), or the lane when
+//    the socket was full or a Read Response is due. Payload is gathered from the registered pages with
+//    sendmsg; a received payload is read straight into the target pages after the header passed the one
+//    access check (with CRC on, one FPDU is verified before it is placed: RFC 5044 §6.1).
+//  - Every byte range taken from the peer is bounded: a Read Request beyond IRD, a Send without a receive or an
+//    FPDU that does not fit terminates the stream; nothing grows with what the peer sends.
+// Wire formats come from wire/iwarp_wire.h only.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <softndk/ndkpi.h>
+
+#include "engine/progress_engine.h"
+#include "engine/queue_pair.h"
+#include "engine/transport.h"
+#include "transport/wire_faults.h"
+#include "wire/iwarp_wire.h"
+
+namespace softndk::transport {
+
+// What one side puts in its MPA Request or Reply.
+struct MpaOffer {
+    bool crc = false;
+    bool enhanced = true;  // rev 2 with the RFC 6581 IRD/ORD words
+    uint16_t ird = 0;
+    uint16_t ord = 0;
+    bool peer_to_peer = false;
+    bool write_rtr = false;
+    bool read_rtr = false;
+    std::vector<uint8_t> private_data;  // the ULP's, after the words
+};
+
+// What the peer's MPA frame said.
+struct MpaPeer {
+    uint8_t revision = 0;
+    bool crc = false;
+    bool enhanced = false;
+    bool reject = false;
+    wire::MpaEnhancedWords words;
+    std::vector<uint8_t> private_data;
+};
+
+struct TcpOptions {
+    bool request_crc = false;  // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
+    WireFaults faults;         // issue 7 §5 wire fault injection
+    std::function<void(const uint8_t*, size_t, bool outbound)> trace;  // every byte on the wire (pcap writer)
+};
+
+class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
+public:
+    enum class Event : uint8_t {
+        kMpaReceived,  // active: the Reply or Reject arrived; passive: a valid Request arrived. peer() is set.
+        kEstablished,  // passive: the initiator's RTR / first FPDU arrived (P2P), or the Reply is out (no P2P)
+        kPeerClosed,   // the peer's FIN at an FPDU boundary: a graceful disconnect
+        kFailed,       // refused, timed out, a protocol error, a Terminate either way, a reset or a lost stream
+    };
+    // Runs on the lane. `status` and `provider_error` (RFC 5040 layer/type/code) are set for kFailed.
+    using EventHandler = std::function<void(Event, NTSTATUS status, uint32_t provider_error)>;
+
+    // Active side: a non-blocking connect from `local` (port 0: the kernel picks) to `remote`, then `offer` as
+    // the MPA Request. The bound local address is written back. Fails inline for a socket that cannot be made
+    // or bound (STATUS_SHARING_VIOLATION for a port in use).
+    static NTSTATUS Connect(engine::ProgressEngine* progress, sockaddr_storage* local, const sockaddr_storage& remote,
+                            MpaOffer offer, const TcpOptions& options, EventHandler handler,
+                            std::shared_ptr<TcpConnection>* out);
+    // Passive side: an accepted socket; the MPA Request is read next. The handler is made (from the new
+    // connection) before any event can fire; SetHandler replaces it later.
+    static std::shared_ptr<TcpConnection> Adopt(engine::ProgressEngine* progress, int fd, const TcpOptions& options,
+                                                const std::function<EventHandler(std::weak_ptr<TcpConnection>)>& make);
+    ~TcpConnection() override;
+
+    void SetHandler(EventHandler handler);
+    // After kMpaReceived (read on the lane, or by the CM once that event has been seen).
+    const MpaPeer& peer() const { return peer_; }
+    bool crc_enabled() const { return crc_; }
+    const sockaddr_storage& local_address() const { return local_; }
+    const sockaddr_storage& remote_address() const { return remote_; }
+
+    // Passive: send the Reply and enter RDMA mode with `qp` (kEstablished follows); or refuse with a Reject
+    // carrying `private_data`, then close.
+    void Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32_t ord);
+    void Reject(std::vector<uint8_t> private_data);
+    // Active, after kMpaReceived with an accepting Reply: enter RDMA mode with `qp`; the RTR (or, to a peer
+    // without P2P, a zero-length Write, siw-facts §3.4) goes first, so the first FPDU never races the
+    // responder's set-up.
+    void Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord);
+    // Graceful close: a FIN once everything queued is out. kPeerClosed reports the peer's FIN.
+    void Disconnect();
+    // Stops at once: outstanding requests are flushed, the socket is closed (no event follows). The QP is not
+    // touched from the lane any more once `on_done` runs (on the lane).
+    void Close(std::function<void()> on_done);
+
+    // ---- engine::Transport ----
+    bool completes_inline() const override { return false; }
+    void Submit(std::unique_ptr<engine::TransportRequest> request) override;
+    // A local error found by the engine: send a Terminate, then close (RFC 5040 §5.4).
+    void Terminate(uint32_t provider_error) override;
+    // Only for transports that complete inline; never called on this one.
+    engine::InboundResult Send(const engine::PieceList&, bool, bool, uint32_t) override;
+    engine::InboundResult Write(uint32_t, uint64_t, const engine::PieceList&) override;
+    engine::InboundResult Read(uint32_t, uint64_t, const engine::PieceList&) override;
+
+    uint64_t lane() const { return lane_; }
+    // Crafted-packet tests and counters.
+    uint64_t bytes_received() const { return rx_bytes_.load(std::memory_order_relaxed); }
+    uint64_t fpdus_received() const { return rx_fpdus_.load(std::memory_order_relaxed); }
+    wire::TerminateCause last_terminate_sent() const { return wire::TerminateCause::Unpack(terminate_sent_.load()); }
+    bool terminate_received(wire::TerminateCause* cause) const {
+        const uint32_t value = terminate_received_.load();
+        if (cause != nullptr) *cause = wire::TerminateCause::Unpack(value & 0xFFFFFF);
+        return (value & 0x1000000u) != 0;
+    }
+
+private:
+    enum class Phase : uint8_t {
+        kConnecting,  // active: TCP connect in progress
+        kAwaitMpa,    // reading the peer's MPA frame
+        kOffered,     // passive: the Request waits for NdkAccept / NdkReject
+        kReplied,     // active: the Reply is in, waiting for NdkCompleteConnect
+        kAwaitRtr,    // passive, P2P: the Reply is out, waiting for the initiator's RTR
+        kRdma,        // FPDUs both ways
+        kClosed,
+    };
+    struct OutMessage;
+    struct Fpdu;
+    struct OutstandingRead;
+    struct InboundRead;
+    struct Finished {
+        std::unique_ptr<engine::TransportRequest> request;
+        engine::InboundResult result;
+    };
+
+    TcpConnection(engine::ProgressEngine* progress, int fd, bool active, const TcpOptions& options,
+                  EventHandler handler);
+    void Start(uint32_t events);
+    void OnReady(uint32_t events);
+    void Emit(Event event, NTSTATUS status = STATUS_SUCCESS, uint32_t provider_error = 0);
+
+    // ---- MPA phase ----
+    void OnConnected();
+    void ReadMpa();
+    void QueueRaw(const uint8_t* data, size_t size);
+    void EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr);
+
+    // ---- receive (tcp_receive.cpp) ----
+    void ReadFpdus();
+    bool ProcessHead();                    // the first bytes of an FPDU are in: plan its body
+    bool FinishFpdu();                     // its body is in
+    bool PlanTagged(const uint8_t* head);  // Write / Read Response
+    bool PlanSend();
+    bool HandleReadRequest();
+    bool HandleTerminate();
+    void PlacePrefix(const uint8_t* data, size_t size);
+    // A protocol or access error found here: Terminate with `cause`, then close. Returns false (stop reading).
+    bool Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size);
+
+    // ---- send (tcp_send.cpp) ----
+    void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished);
+    void PumpLocked(std::vector<Finished>* finished);
+    bool PrepareNextLocked();
+    void RunFinished(std::vector<Finished>* finished);
+    void QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size);
+    // A fault or a send error: reset the stream; the lane ends it.
+    void DropLocked(NTSTATUS status);
+    uint32_t WantedEventsLocked() const;
+
+    // ---- end of the stream ----
+    // Flushes everything outstanding and closes. `terminate`: send one first (a local error).
+    void Shutdown(NTSTATUS status, uint32_t provider_error, bool emit);
+    void CloseSocket();
+
+    engine::ProgressEngine* const progress_;
+    const uint64_t lane_;
+    int fd_;
+    const bool active_;
+    TcpOptions options_;
+    std::mutex handler_mutex_;
+    EventHandler handler_;
+    sockaddr_storage local_{};
+    sockaddr_storage remote_{};
+    Phase phase_;  // the lane's
+    std::atomic<bool> closed_{false};
+    std::atomic<bool> peer_fin_{false};
+    std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
+    std::atomic<uint32_t> terminate_sent_{0};
+    std::atomic<uint32_t> terminate_received_{0};  // bit 24 set once one arrived
+
+    // MPA
+    MpaOffer offer_;  // ours (active: the Request)
+    MpaPeer peer_;
+    std::vector<uint8_t> mpa_in_;
+    bool crc_ = false;
+    bool peer_p2p_ = false;
+
+    // Engine side, set on entering RDMA mode (on the lane).
+    engine::QueuePair* qp_ = nullptr;
+    uint32_t ird_ = 0;
+    uint32_t ord_ = 0;
+    size_t max_payload_ = 0;  // MULPDU for the path MSS (RFC 5044 §5.1), ULPDU bytes per FPDU
+
+    // ---- send state, under send_mutex_ ----
+    std::mutex send_mutex_;
+    std::deque<std::unique_ptr<OutMessage>> out_;  // in wire order; the front one is being sent
+    size_t prepared_messages_ = 0;                 // out_[0 .. prepared_messages_) have all FPDUs prepared
+    std::deque<Fpdu> fpdus_;                       // prepared, the front one possibly partly sent
+    std::vector<uint8_t> raw_out_;                 // MPA frames, before any FPDU
+    size_t raw_sent_ = 0;
+    bool want_write_ = false;   // EPOLLOUT armed
+    bool fin_pending_ = false;  // Disconnect(): shutdown(SHUT_WR) once out_ is empty
+    bool fin_sent_ = false;
+    bool close_after_send_ = false;  // a Terminate is queued: nothing goes after it
+    bool dropping_ = false;          // DropLocked(): nothing more is sent
+    uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
+    uint32_t read_msn_ = 0;          // QN 1
+    uint32_t next_sink_stag_ = 0;
+    uint64_t tx_bytes_ = 0;
+    uint64_t tx_fpdus_ = 0;
+
+    // Outstanding Read Requests we sent, oldest first (matched by their Responses; ≤ ORD by the QP).
+    std::mutex reads_mutex_;
+    std::deque<OutstandingRead> reads_;
+    // Inbound Read Requests whose Response is not out yet (≤ IRD).
+    std::atomic<uint32_t> inbound_reads_{0};
+
+    // ---- receive state (the lane's) ----
+    struct Rx;
+    std::unique_ptr<Rx> rx_;
+    std::atomic<uint64_t> rx_bytes_{0};
+    std::atomic<uint64_t> rx_fpdus_{0};
+};
+
+// "a.b.c.d:port" / "[v6]:port" for logs and tools.
+std::string FormatSockaddr(const sockaddr_storage& address);
+// The NTSTATUS for a socket errno (ECONNREFUSED → STATUS_CONNECTION_REFUSED, EADDRINUSE → …SHARING_VIOLATION).
+NTSTATUS StatusFromErrno(int error);
+
+}  // namespace softndk::transport

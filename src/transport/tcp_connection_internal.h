@@ -1,0 +1,102 @@
+// The parts of TcpConnection its three source files share: a message on its way out, an FPDU cut from it,
+// and the receive state.
+#pragma once
+
+#include <sys/uio.h>
+
+#include "transport/tcp_connection.h"
+
+namespace softndk::transport {
+
+// An RDMAP message on its way out, in wire order.
+struct TcpConnection::OutMessage {
+    wire::RdmapOpcode opcode = wire::RdmapOpcode::kSend;
+    std::unique_ptr<engine::TransportRequest> request;   // Send / Write: ends when its last FPDU is out
+    engine::PieceList source;                            // a Read Response: the granted source range
+    const std::vector<engine::Piece>* pieces = nullptr;  // the payload
+    uint64_t total = 0;
+    uint32_t stag = 0;    // tagged: the sink STag; a Send with Invalidate: the STag to invalidate
+    uint64_t offset = 0;  // tagged: the TO of the first byte
+    uint32_t msn = 0;
+    wire::ReadRequestFields read;
+    std::vector<uint8_t> body;  // a Terminate's body
+    uint64_t prepared = 0;      // payload bytes already cut into FPDUs
+    bool inbound_read = false;  // a Read Response: frees an IRD slot once out
+};
+
+// One FPDU ready to go: length field + DDP/RDMAP header (+ a Terminate body), then payload slices, then the
+// pad and CRC trailer.
+struct TcpConnection::Fpdu {
+    OutMessage* message = nullptr;
+    uint8_t head[wire::kFpduLengthSize + wire::kMaxSegmentHeaderSize + wire::kTerminateMaxBodySize];
+    uint16_t head_size = 0;
+    uint64_t payload_offset = 0;  // in the message
+    uint32_t payload_size = 0;
+    uint8_t trailer[3 + wire::kFpduCrcSize];
+    uint8_t trailer_size = 0;
+    uint32_t size = 0;
+    uint32_t sent = 0;
+    bool last = false;
+};
+
+struct TcpConnection::OutstandingRead {
+    std::unique_ptr<engine::TransportRequest> request;  // null for our own Read RTR
+    uint32_t sink_stag = 0;
+    uint64_t total = 0;
+    uint64_t received = 0;
+};
+
+struct TcpConnection::Rx {
+    // Every FPDU is at least 20 bytes (length 2 + tagged header 14 + CRC 4), so reading 20 bytes ahead never
+    // takes bytes of the FPDU after it, and holds an untagged header whole.
+    static constexpr size_t kLookahead = 20;
+    enum class Step : uint8_t { kHead, kBody };
+    enum class Sink : uint8_t { kPlace, kStaging, kSmall };
+    Step step = Step::kHead;
+    uint8_t head[wire::kFpduLengthSize + wire::kMaxSegmentHeaderSize];
+    size_t head_have = 0;
+    size_t head_need = kLookahead;
+    uint16_t ulpdu_length = 0;
+    size_t header_size = 0;
+    wire::SegmentHeader header;
+    // The body: payload, then trailer, then the next FPDU's first bytes.
+    Sink sink = Sink::kPlace;
+    std::vector<engine::Piece> place;  // where the payload lands, in order
+    engine::PieceList grant;           // the tagged target's reference, held until the FPDU is done
+    size_t payload_size = 0;
+    size_t payload_done = 0;
+    uint8_t trailer[3 + wire::kFpduCrcSize];
+    size_t trailer_size = 0;
+    size_t trailer_have = 0;
+    uint8_t next[kLookahead];
+    size_t next_have = 0;
+    std::vector<uint8_t> staging;                     // CRC on: one FPDU's payload, verified before placement
+    uint8_t small[wire::kTerminateMaxBodySize + 12];  // a Terminate's body
+    // The untagged Send being received.
+    bool send_open = false;
+    PVOID receive_context = nullptr;
+    engine::PieceList receive;
+    uint64_t send_received = 0;
+    uint32_t expected_send_msn = 1;
+    uint32_t expected_read_msn = 1;
+    // The tagged message being received (no two are interleaved, siw-facts §3.7).
+    bool tagged_open = false;
+    wire::RdmapOpcode tagged_opcode = wire::RdmapOpcode::kWrite;
+    uint32_t tagged_stag = 0;
+    uint64_t tagged_next = 0;
+    OutstandingRead* response_for = nullptr;  // a Read Response segment: its request
+};
+
+// The ProviderErrorCode a Terminate cause becomes (CQ-14, engine/transport.h).
+inline uint32_t ProviderErrorOf(wire::TerminateCause cause) {
+    return engine::TerminateProviderError(static_cast<uint8_t>(cause.layer), cause.etype, cause.code);
+}
+
+// Slices [offset, offset + length) of `pieces` into `out`.
+void SlicePieces(const std::vector<engine::Piece>& pieces, uint64_t offset, uint64_t length,
+                 std::vector<engine::Piece>* out);
+// Appends iovecs for bytes [from, size) of `pieces` (total `size`), at most `room`; returns how many.
+size_t AppendIovecs(const std::vector<engine::Piece>& pieces, uint64_t from, uint64_t size, iovec* out, size_t room);
+NTSTATUS StatusFromErrno(int error);
+
+}  // namespace softndk::transport

@@ -1,0 +1,445 @@
+// TcpConnection, receiving: the FPDU stream parsed as it arrives, on the lane. For each FPDU the first 20 bytes
+// are read (the length field and a whole untagged header; a Read Request reads its last 28 header bytes
+// next), the header goes through the wire parser and the one access check, and the payload is then read
+// straight into the target pages together with the trailer and the next FPDU's first 20 bytes: one readv per
+// FPDU. At most the first 4 payload bytes of a tagged segment arrive with its header and are copied. With CRC
+// on, the payload is verified in a one-FPDU staging buffer before it is placed (RFC 5044 §6.1: a bad FPDU
+// changes nothing).
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "mem/access_check.h"
+#include "transport/tcp_connection_internal.h"
+
+namespace softndk::transport {
+namespace {
+
+constexpr size_t kMaxIovecs = 64;
+
+uint32_t ProviderError(wire::TerminateCause cause) {
+    return ProviderErrorOf(cause);
+}
+
+// The RFC 5040 remote protection code the access check gave (mem::TerminateCode), as the cause DDP reports for
+// a tagged segment (RFC 5041 §7.2) or RDMAP for a Read Request's source (RFC 5040 §7.2).
+wire::TerminateCause TaggedCause(uint32_t provider_error, bool read_source) {
+    const uint8_t code = static_cast<uint8_t>(provider_error & 0xFF);
+    if (read_source) {
+        switch (code) {
+            case 0x00:
+                return wire::term::kRdmapInvalidStag;
+            case 0x01:
+                return wire::term::kRdmapBaseOrBounds;
+            case 0x02:
+                return wire::term::kRdmapAccessRights;
+            case 0x03:
+                return wire::term::kRdmapStagNotAssociated;
+            default:
+                return wire::term::kRdmapProtectionUnspecified;
+        }
+    }
+    switch (code) {
+        case 0x00:
+            return wire::term::kDdpTaggedInvalidStag;
+        case 0x01:
+            return wire::term::kDdpTaggedBaseOrBounds;
+        case 0x02:
+            return wire::term::kRdmapAccessRights;  // rights are RDMAP's check (RFC 5040 §7.2)
+        case 0x03:
+            return wire::term::kDdpTaggedStagNotAssociated;
+        default:
+            return wire::term::kRdmapProtectionUnspecified;
+    }
+}
+
+void CopyIntoPieces(const std::vector<engine::Piece>& pieces, uint64_t offset, const uint8_t* data, size_t size) {
+    for (const engine::Piece& piece : pieces) {
+        if (size == 0) return;
+        if (offset >= piece.length) {
+            offset -= piece.length;
+            continue;
+        }
+        const size_t bytes = static_cast<size_t>(std::min<uint64_t>(piece.length - offset, size));
+        std::memcpy(piece.data + offset, data, bytes);
+        data += bytes;
+        size -= bytes;
+        offset = 0;
+    }
+}
+
+bool IsSend(wire::RdmapOpcode op) {
+    return op == wire::RdmapOpcode::kSend || op == wire::RdmapOpcode::kSendInvalidate ||
+           op == wire::RdmapOpcode::kSendSolicited || op == wire::RdmapOpcode::kSendSolicitedInvalidate;
+}
+
+}  // namespace
+
+bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size) {
+    {
+        std::lock_guard lock(send_mutex_);
+        QueueTerminateLocked(cause, offender, offender_size);
+    }
+    Shutdown(status, ProviderError(cause), true);
+    return false;
+}
+
+void TcpConnection::ReadFpdus() {
+    Rx& rx = *rx_;
+    for (int round = 0; round < 64 && phase_ != Phase::kClosed; ++round) {
+        iovec iov[kMaxIovecs];
+        size_t count = 0;
+        if (rx.step == Rx::Step::kHead) {
+            iov[count++] = {rx.head + rx.head_have, rx.head_need - rx.head_have};
+        } else {
+            if (rx.payload_done < rx.payload_size) {
+                switch (rx.sink) {
+                    case Rx::Sink::kPlace:
+                        count += AppendIovecs(rx.place, rx.payload_done, rx.payload_size, iov, kMaxIovecs - 2);
+                        break;
+                    case Rx::Sink::kStaging:
+                        iov[count++] = {rx.staging.data() + rx.payload_done, rx.payload_size - rx.payload_done};
+                        break;
+                    case Rx::Sink::kSmall:
+                        iov[count++] = {rx.small + rx.payload_done, rx.payload_size - rx.payload_done};
+                        break;
+                }
+            }
+            if (rx.trailer_have < rx.trailer_size)
+                iov[count++] = {rx.trailer + rx.trailer_have, rx.trailer_size - rx.trailer_have};
+            iov[count++] = {rx.next + rx.next_have, Rx::kLookahead - rx.next_have};
+        }
+        const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+            Shutdown(StatusFromErrno(errno), ProviderError(wire::term::kLlpConnectionLost), true);
+            return;
+        }
+        if (got == 0) {
+            const bool boundary = rx.step == Rx::Step::kHead && rx.head_have == 0 && !rx.send_open && !rx.tagged_open;
+            if (!boundary || phase_ != Phase::kRdma) {  // the stream ended inside an FPDU or a message
+                Shutdown(STATUS_CONNECTION_ABORTED, ProviderError(wire::term::kLlpConnectionLost), true);
+                return;
+            }
+            // The peer's FIN (CM-26/27): a graceful disconnect. Reading stops; sending may finish.
+            if (peer_fin_.exchange(true)) return;
+            {
+                std::lock_guard lock(send_mutex_);
+                progress_->Modify(lane_, fd_, WantedEventsLocked());
+            }
+            if (qp_ != nullptr) qp_->EnterError(false);
+            Emit(Event::kPeerClosed);
+            return;
+        }
+        rx_bytes_.fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
+        if (options_.trace) {
+            size_t left = static_cast<size_t>(got);
+            for (size_t i = 0; i < count && left > 0; ++i) {
+                const size_t take = std::min(left, iov[i].iov_len);
+                options_.trace(static_cast<const uint8_t*>(iov[i].iov_base), take, false);
+                left -= take;
+            }
+        }
+        size_t n = static_cast<size_t>(got);
+        if (rx.step == Rx::Step::kHead) {
+            rx.head_have += n;
+        } else {
+            size_t take = std::min(n, rx.payload_size - rx.payload_done);
+            rx.payload_done += take;
+            n -= take;
+            take = std::min(n, rx.trailer_size - rx.trailer_have);
+            rx.trailer_have += take;
+            n -= take;
+            rx.next_have += n;
+        }
+        // Everything that is complete now, FPDU after FPDU.
+        while (phase_ != Phase::kClosed) {
+            if (rx.step == Rx::Step::kHead) {
+                if (rx.head_have >= wire::kFpduLengthSize && rx.head_have < rx.head_need) {
+                    const size_t ulpdu = (static_cast<size_t>(rx.head[0]) << 8) | rx.head[1];
+                    if (ulpdu < wire::kDdpTaggedHeaderSize)  // no header fits: nothing else can be read
+                        return (void)Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, false),
+                                          STATUS_CONNECTION_ABORTED, nullptr, 0);
+                }
+                if (rx.head_have < rx.head_need) break;
+                if (!ProcessHead()) return;
+                continue;
+            }
+            if (rx.payload_done < rx.payload_size || rx.trailer_have < rx.trailer_size) break;
+            if (!FinishFpdu()) return;
+            std::memcpy(rx.head, rx.next, rx.next_have);
+            rx.head_have = rx.next_have;
+            rx.next_have = 0;
+            rx.head_need = Rx::kLookahead;
+            rx.step = Rx::Step::kHead;
+        }
+    }
+}
+
+// The FPDU's first bytes are in: parse the header, check access and plan where its payload goes.
+bool TcpConnection::ProcessHead() {
+    Rx& rx = *rx_;
+    rx.ulpdu_length = static_cast<uint16_t>((rx.head[0] << 8) | rx.head[1]);
+    const uint8_t* ulpdu = rx.head + wire::kFpduLengthSize;
+    const auto opcode = static_cast<wire::RdmapOpcode>(ulpdu[1] & 0x0F);
+    const size_t header_size =
+        static_cast<uint8_t>(opcode) <= 7 ? wire::SegmentHeaderSize(opcode) : wire::kDdpUntaggedHeaderSize;
+    if (rx.ulpdu_length < header_size)  // siw: LLP/MPA/0x03
+        return Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, (ulpdu[0] & 0x80) != 0),
+                    STATUS_CONNECTION_ABORTED, rx.head, std::min(rx.head_have, size_t{2 + 18}));
+    if (rx.head_have < wire::kFpduLengthSize + header_size) {
+        rx.head_need = wire::kFpduLengthSize + header_size;  // a Read Request: 28 more header bytes
+        return true;
+    }
+    const size_t offender = wire::kFpduLengthSize + std::min(header_size, wire::kDdpUntaggedHeaderSize);
+    const wire::ParseResult parsed = wire::ParseSegmentHeader({ulpdu, header_size}, &rx.header);
+    if (!parsed.ok())
+        return Fail(wire::TerminateCauseFor(parsed.status, (ulpdu[0] & 0x80) != 0), STATUS_CONNECTION_ABORTED, rx.head,
+                    std::min(rx.head_have, offender));
+    rx.header_size = header_size;
+    rx.payload_size = rx.ulpdu_length - header_size;
+    rx.payload_done = 0;
+    rx.trailer_size = wire::FpduPadSize(rx.ulpdu_length) + wire::kFpduCrcSize;
+    rx.trailer_have = 0;
+    rx.place.clear();
+    rx.sink = crc_ ? Rx::Sink::kStaging : Rx::Sink::kPlace;
+    const wire::SegmentHeader& header = rx.header;
+    if (phase_ == Phase::kAwaitRtr) {  // RFC 6581 §6: the first FPDU is the RTR we chose
+        const bool write_rtr = header.opcode == wire::RdmapOpcode::kWrite && rx.payload_size == 0;
+        const bool read_rtr = header.opcode == wire::RdmapOpcode::kReadRequest && header.read.size == 0;
+        if (!(offer_.read_rtr ? read_rtr : write_rtr))
+            return Fail(wire::term::kLlpNoMatchingRtr, STATUS_CONNECTION_ABORTED, rx.head, offender);
+    }
+    if (header.tagged && rx.tagged_open &&
+        (header.opcode != rx.tagged_opcode || header.stag != rx.tagged_stag || header.tagged_offset != rx.tagged_next))
+        return Fail(wire::term::kRdmapUnexpectedOpcode, STATUS_CONNECTION_ABORTED, rx.head, offender);  // §3.7
+    bool planned = true;
+    switch (header.opcode) {
+        case wire::RdmapOpcode::kWrite:
+        case wire::RdmapOpcode::kReadResponse:
+            planned = PlanTagged(rx.head);
+            break;
+        case wire::RdmapOpcode::kReadRequest:
+            if (rx.payload_size != 0)
+                return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
+            if (header.msn != rx.expected_read_msn)  // RFC 5041 §5.3: QN 1 MSNs in order
+                return Fail(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
+            ++rx.expected_read_msn;
+            break;
+        case wire::RdmapOpcode::kTerminate:
+            if (rx.payload_size > sizeof(rx.small))
+                return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
+            rx.sink = Rx::Sink::kSmall;
+            break;
+        default:
+            planned = PlanSend();
+            break;
+    }
+    if (!planned) return false;
+    rx.step = Rx::Step::kBody;
+    const size_t extra = rx.head_have - wire::kFpduLengthSize - header_size;
+    PlacePrefix(rx.head + wire::kFpduLengthSize + header_size, extra);
+    return true;
+}
+
+bool TcpConnection::PlanTagged(const uint8_t* head) {
+    Rx& rx = *rx_;
+    const wire::SegmentHeader& header = rx.header;
+    const size_t offender = wire::kFpduLengthSize + wire::kDdpTaggedHeaderSize;
+    if (header.tagged_offset + rx.payload_size < header.tagged_offset)  // RFC 5041 §7.2: the TO wraps
+        return Fail(wire::term::kDdpTaggedToWrap, STATUS_CONNECTION_ABORTED, head, offender);
+    if (header.opcode == wire::RdmapOpcode::kWrite) {
+        if (qp_ == nullptr) return Fail(wire::term::kDdpTaggedInvalidStag, STATUS_CONNECTION_ABORTED, head, offender);
+        rx.grant.Clear();
+        const engine::InboundResult access =
+            qp_->ResolveTagged(header.stag, header.tagged_offset, rx.payload_size, mem::kRightRemoteWrite, &rx.grant);
+        if (!NT_SUCCESS(access.status))
+            return Fail(TaggedCause(access.provider_error, false), STATUS_CONNECTION_ABORTED, head, offender);
+        rx.place = rx.grant.pieces();
+        rx.response_for = nullptr;
+    } else {
+        // A Read Response matches the oldest outstanding request exactly (siw-facts §3.7).
+        std::lock_guard lock(reads_mutex_);
+        OutstandingRead* front = reads_.empty() ? nullptr : &reads_.front();
+        const bool matches = front != nullptr && header.stag == front->sink_stag &&
+                             header.tagged_offset == front->received &&
+                             front->received + rx.payload_size <= front->total &&
+                             header.last == (front->received + rx.payload_size == front->total);
+        if (!matches)
+            return Fail(front == nullptr || header.stag != front->sink_stag ? wire::term::kDdpTaggedInvalidStag
+                                                                            : wire::term::kDdpTaggedBaseOrBounds,
+                        STATUS_CONNECTION_ABORTED, head, offender);
+        if (front->request)
+            SlicePieces(front->request->local.pieces(), header.tagged_offset, rx.payload_size, &rx.place);
+        rx.response_for = front;
+    }
+    rx.tagged_open = !header.last;
+    rx.tagged_opcode = header.opcode;
+    rx.tagged_stag = header.stag;
+    rx.tagged_next = header.tagged_offset + rx.payload_size;
+    return true;
+}
+
+bool TcpConnection::PlanSend() {
+    Rx& rx = *rx_;
+    const wire::SegmentHeader& header = rx.header;
+    const size_t offender = wire::kFpduLengthSize + wire::kDdpUntaggedHeaderSize;
+    if (header.msn != rx.expected_send_msn)  // RFC 5041 §5.3 (siw: DDP/untagged/0x03)
+        return Fail(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
+    if (header.message_offset != (rx.send_open ? rx.send_received : 0))
+        return Fail(wire::term::kDdpUntaggedInvalidMo, STATUS_CONNECTION_ABORTED, rx.head, offender);
+    if (!rx.send_open) {
+        if (qp_ == nullptr) return Fail(wire::term::kDdpUntaggedNoBuffer, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        rx.receive.Clear();
+        const engine::InboundResult taken = qp_->BeginReceive(&rx.receive, &rx.receive_context);
+        if (!NT_SUCCESS(taken.status))
+            return Fail(taken.provider_error == ProviderError(wire::term::kDdpUntaggedNoBuffer) ||
+                                taken.status == STATUS_CANCELLED
+                            ? wire::term::kDdpUntaggedNoBuffer
+                            : wire::term::kRdmapCatastrophicLocal,
+                        STATUS_CONNECTION_ABORTED, rx.head, offender);
+        rx.send_open = true;
+        rx.send_received = 0;
+    }
+    if (header.message_offset + static_cast<uint64_t>(rx.payload_size) > rx.receive.total()) {
+        // Larger than the receive (RFC 5041 §7.3 "message too long"): the receive completes in error.
+        qp_->EndReceive(rx.receive_context, 0, false, false, 0, STATUS_BUFFER_OVERFLOW,
+                        ProviderError(wire::term::kDdpUntaggedMessageTooLong));
+        rx.send_open = false;
+        rx.receive.Clear();
+        return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
+    }
+    SlicePieces(rx.receive.pieces(), header.message_offset, rx.payload_size, &rx.place);
+    return true;
+}
+
+// Up to 4 payload bytes that came with a tagged header, then the start of the trailer.
+void TcpConnection::PlacePrefix(const uint8_t* data, size_t size) {
+    Rx& rx = *rx_;
+    const size_t payload = std::min(size, rx.payload_size);
+    if (payload > 0) {
+        switch (rx.sink) {
+            case Rx::Sink::kPlace:
+                CopyIntoPieces(rx.place, 0, data, payload);
+                break;
+            case Rx::Sink::kStaging:
+                std::memcpy(rx.staging.data(), data, payload);
+                break;
+            case Rx::Sink::kSmall:
+                std::memcpy(rx.small, data, payload);
+                break;
+        }
+    }
+    rx.payload_done = payload;
+    const size_t trailer = std::min(size - payload, rx.trailer_size);
+    std::memcpy(rx.trailer, data + payload, trailer);
+    rx.trailer_have = trailer;
+}
+
+bool TcpConnection::FinishFpdu() {
+    Rx& rx = *rx_;
+    const size_t pad = rx.trailer_size - wire::kFpduCrcSize;
+    const size_t offender = wire::kFpduLengthSize + std::min(rx.header_size, wire::kDdpUntaggedHeaderSize);
+    if (crc_) {  // RFC 5044 §6.1: verified before anything is placed
+        uint32_t state = wire::Crc32cUpdate(wire::kCrc32cInit, rx.head, wire::kFpduLengthSize + rx.header_size);
+        const uint8_t* payload = rx.sink == Rx::Sink::kSmall ? rx.small : rx.staging.data();
+        state = wire::Crc32cUpdate(state, payload, rx.payload_size);
+        state = wire::Crc32cUpdate(state, rx.trailer, pad);
+        if (wire::Crc32cFinalize(state) != wire::LoadCrcTrailer(rx.trailer + pad))  // an open receive: flushed
+            return Fail(wire::term::kLlpCrcError, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        if (rx.sink == Rx::Sink::kStaging) CopyIntoPieces(rx.place, 0, rx.staging.data(), rx.payload_size);
+    }
+    rx_fpdus_.fetch_add(1, std::memory_order_relaxed);
+    const wire::SegmentHeader& header = rx.header;
+    bool ok = true;
+    if (header.opcode == wire::RdmapOpcode::kWrite) {
+        rx.grant.Clear();  // the reference goes once the segment is placed
+    } else if (header.opcode == wire::RdmapOpcode::kReadResponse) {
+        std::unique_ptr<engine::TransportRequest> done;
+        {
+            std::lock_guard lock(reads_mutex_);
+            OutstandingRead* front = rx.response_for;
+            front->received += rx.payload_size;
+            if (header.last) {
+                done = std::move(front->request);
+                reads_.pop_front();
+            }
+        }
+        rx.response_for = nullptr;
+        if (done) {
+            engine::QueuePair* owner = done->owner;
+            owner->OnSubmittedDone(std::move(done), {});
+        }
+    } else if (IsSend(header.opcode)) {
+        rx.send_received += rx.payload_size;
+        if (header.last) {
+            const bool solicited = header.opcode == wire::RdmapOpcode::kSendSolicited ||
+                                   header.opcode == wire::RdmapOpcode::kSendSolicitedInvalidate;
+            const engine::InboundResult verdict =
+                qp_->EndReceive(rx.receive_context, rx.send_received, solicited,
+                                wire::CarriesInvalidateStag(header.opcode), header.invalidate_stag());
+            rx.send_open = false;
+            rx.receive.Clear();
+            ++rx.expected_send_msn;
+            if (!NT_SUCCESS(verdict.status))  // TOK-14: a bad Send with Invalidate terminates
+                return Fail(wire::term::kRdmapOperationCannotInvalidate, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        }
+    } else if (header.opcode == wire::RdmapOpcode::kReadRequest) {
+        ok = HandleReadRequest();
+    } else if (header.opcode == wire::RdmapOpcode::kTerminate) {
+        return HandleTerminate();
+    }
+    rx.place.clear();
+    if (ok && phase_ == Phase::kAwaitRtr) {  // the RTR is in: NdkAccept completes (CM-08)
+        phase_ = Phase::kRdma;
+        Emit(Event::kEstablished);
+    }
+    return ok && phase_ != Phase::kClosed;
+}
+
+bool TcpConnection::HandleReadRequest() {
+    Rx& rx = *rx_;
+    const wire::ReadRequestFields& read = rx.header.read;
+    const size_t offender = wire::kFpduLengthSize + wire::kReadRequestHeaderSize;
+    const bool rtr = phase_ == Phase::kAwaitRtr;
+    if (!rtr && inbound_reads_.load(std::memory_order_acquire) >= ird_)  // beyond IRD (siw: "IRQ exceeded")
+        return Fail(wire::term::kRdmapRemoteStreamCatastrophic, STATUS_CONNECTION_ABORTED, rx.head, offender);
+    auto response = std::make_unique<OutMessage>();
+    response->opcode = wire::RdmapOpcode::kReadResponse;
+    response->stag = read.sink_stag;
+    response->offset = read.sink_offset;
+    response->total = read.size;
+    if (read.size > 0) {
+        if (qp_ == nullptr) return Fail(wire::term::kRdmapInvalidStag, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        const engine::InboundResult access = qp_->ResolveTagged(read.source_stag, read.source_offset, read.size,
+                                                                mem::kRightRemoteRead, &response->source);
+        if (!NT_SUCCESS(access.status))
+            return Fail(read.source_offset + read.size < read.source_offset ? wire::term::kRdmapToWrap
+                                                                            : TaggedCause(access.provider_error, true),
+                        STATUS_CONNECTION_ABORTED, rx.head, offender);
+    }
+    response->pieces = &response->source.pieces();
+    response->inbound_read = true;
+    inbound_reads_.fetch_add(1, std::memory_order_acq_rel);
+    std::vector<Finished> finished;
+    Enqueue(std::move(response), &finished);
+    RunFinished(&finished);
+    return true;
+}
+
+bool TcpConnection::HandleTerminate() {
+    Rx& rx = *rx_;
+    wire::TerminateMessage message;
+    const wire::ParseResult decoded = wire::DecodeTerminateBody({rx.small, rx.payload_size}, &message);
+    const wire::TerminateCause cause = decoded.ok() ? message.cause : wire::term::kRdmapOperationUnspecified;
+    terminate_received_.store(cause.Packed() | 0x1000000u);
+    // RFC 5040 §5.4: the stream is over; we answer nothing (siw does the same).
+    Shutdown(STATUS_CONNECTION_ABORTED, ProviderError(cause), true);
+    return false;
+}
+
+}  // namespace softndk::transport

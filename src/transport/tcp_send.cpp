@@ -1,0 +1,386 @@
+// TcpConnection, sending: RDMAP messages cut into FPDUs no larger than the path MSS (RFC 5044 §5.1), gathered
+// from the registered pages with sendmsg (no staging copy), one message after another (no two tagged
+// messages interleave, siw-facts §3.7). Whoever holds send_mutex_ sends; a full socket arms EPOLLOUT and the
+// lane carries on.
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "transport/tcp_connection_internal.h"
+
+namespace softndk::transport {
+namespace {
+
+constexpr size_t kMaxPreparedFpdus = 16;
+constexpr size_t kMaxIovecs = 64;
+
+}  // namespace
+
+void SlicePieces(const std::vector<engine::Piece>& pieces, uint64_t offset, uint64_t length,
+                 std::vector<engine::Piece>* out) {
+    for (const engine::Piece& piece : pieces) {
+        if (length == 0) return;
+        if (offset >= piece.length) {
+            offset -= piece.length;
+            continue;
+        }
+        const uint64_t bytes = std::min(piece.length - offset, length);
+        out->push_back({piece.data + offset, bytes});
+        length -= bytes;
+        offset = 0;
+    }
+}
+
+size_t AppendIovecs(const std::vector<engine::Piece>& pieces, uint64_t from, uint64_t size, iovec* out, size_t room) {
+    size_t count = 0;
+    uint64_t offset = from;
+    uint64_t left = size - from;
+    for (const engine::Piece& piece : pieces) {
+        if (left == 0 || count == room) break;
+        if (offset >= piece.length) {
+            offset -= piece.length;
+            continue;
+        }
+        const uint64_t bytes = std::min(piece.length - offset, left);
+        out[count++] = {piece.data + offset, static_cast<size_t>(bytes)};
+        left -= bytes;
+        offset = 0;
+    }
+    return count;
+}
+
+void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
+    auto message = std::make_unique<OutMessage>();
+    const engine::TransportRequest::Kind kind = request->kind;
+    if (kind == engine::TransportRequest::Kind::kRead) {
+        // The request waits for its Response among the outstanding reads; the message only carries its fields.
+        message->opcode = wire::RdmapOpcode::kReadRequest;
+        message->read.size = static_cast<uint32_t>(request->local.total());
+        message->read.source_stag = request->token;
+        message->read.source_offset = request->address;
+        std::lock_guard lock(reads_mutex_);
+        if (closed_.load()) {
+            // Never inside Submit for a read (transport.h): the flush completes on the lane.
+            engine::TransportRequest* raw = request.release();
+            progress_->Post(lane_, [raw] {
+                std::unique_ptr<engine::TransportRequest> owned(raw);
+                engine::QueuePair* owner = owned->owner;
+                owner->OnSubmittedDone(std::move(owned), {STATUS_CANCELLED, 0});
+            });
+            return;
+        }
+        OutstandingRead pending;
+        pending.sink_stag = message->read.sink_stag = next_sink_stag_++;  // ours: only echoed by the peer
+        pending.total = message->read.size;
+        pending.request = std::move(request);
+        reads_.push_back(std::move(pending));
+    } else if (kind == engine::TransportRequest::Kind::kWrite) {
+        message->opcode = wire::RdmapOpcode::kWrite;
+        message->stag = request->token;
+        message->offset = request->address;
+    } else {
+        message->opcode = request->invalidate
+                              ? (request->solicited ? wire::RdmapOpcode::kSendSolicitedInvalidate
+                                                    : wire::RdmapOpcode::kSendInvalidate)
+                              : (request->solicited ? wire::RdmapOpcode::kSendSolicited : wire::RdmapOpcode::kSend);
+        message->stag = request->token;
+    }
+    if (request) {
+        message->pieces = &request->local.pieces();
+        message->total = request->local.total();
+        message->request = std::move(request);
+    }
+    std::vector<Finished> finished;
+    Enqueue(std::move(message), &finished);
+    RunFinished(&finished);  // a Send or Write may end here (transport.h)
+}
+
+void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished) {
+    std::lock_guard lock(send_mutex_);
+    if (closed_.load() || fin_sent_) {
+        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, 0}});
+        return;
+    }
+    switch (message->opcode) {  // MSNs per queue, in wire order (RFC 5041 §5.1: the first is 1)
+        case wire::RdmapOpcode::kSend:
+        case wire::RdmapOpcode::kSendInvalidate:
+        case wire::RdmapOpcode::kSendSolicited:
+        case wire::RdmapOpcode::kSendSolicitedInvalidate:
+            message->msn = ++send_msn_;
+            break;
+        case wire::RdmapOpcode::kReadRequest:
+            message->msn = ++read_msn_;
+            break;
+        default:
+            break;
+    }
+    out_.push_back(std::move(message));
+    PumpLocked(finished);
+}
+
+void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size) {
+    // Only the FPDU already on its way is finished first; nothing else queued goes out (RFC 5040 §5.4): it is
+    // flushed by Shutdown.
+    const bool in_flight = !fpdus_.empty() && fpdus_.front().sent > 0;
+    while (fpdus_.size() > (in_flight ? 1u : 0u)) fpdus_.pop_back();
+    size_t position = 0;
+    if (in_flight) {
+        fpdus_.front().last = false;  // its message is flushed, not completed
+        for (size_t i = 0; i < out_.size(); ++i) {
+            if (out_[i].get() != fpdus_.front().message) continue;
+            std::unique_ptr<OutMessage> message = std::move(out_[i]);
+            out_.erase(out_.begin() + static_cast<std::ptrdiff_t>(i));
+            out_.push_front(std::move(message));
+            break;
+        }
+        position = 1;
+    }
+    auto message = std::make_unique<OutMessage>();
+    message->opcode = wire::RdmapOpcode::kTerminate;
+    wire::TerminateOffender what;
+    if (offender_size >= wire::kFpduLengthSize) {  // the offender as received: its length field first
+        what.segment_length_valid = true;
+        what.segment_length = static_cast<uint16_t>((offender[0] << 8) | offender[1]);
+        what.ulpdu_prefix = {offender + wire::kFpduLengthSize, offender_size - wire::kFpduLengthSize};
+    }
+    message->body.resize(wire::kTerminateMaxBodySize);
+    size_t written = 0;
+    if (wire::BuildTerminateBody(cause, what, message->body, &written) != wire::WireStatus::kOk) {
+        what = {};
+        wire::BuildTerminateBody(cause, what, message->body, &written);
+    }
+    message->body.resize(written);
+    out_.insert(out_.begin() + static_cast<std::ptrdiff_t>(std::min(position, out_.size())), std::move(message));
+    prepared_messages_ = position;
+    close_after_send_ = true;
+    terminate_sent_.store(cause.Packed());
+}
+
+void TcpConnection::DropLocked(NTSTATUS status) {
+    if (dropping_) return;
+    dropping_ = true;
+    const linger reset{1, 0};  // a reset, not a FIN: the peer sees the stream lost
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_,
+                    [self, status] { self->Shutdown(status, ProviderErrorOf(wire::term::kLlpConnectionLost), true); });
+}
+
+// Cuts the next FPDU from the first message not fully prepared.
+bool TcpConnection::PrepareNextLocked() {
+    if (prepared_messages_ >= out_.size()) return false;
+    if (close_after_send_ && out_[prepared_messages_]->opcode != wire::RdmapOpcode::kTerminate)
+        return false;  // nothing after the Terminate
+    OutMessage& message = *out_[prepared_messages_];
+    wire::SegmentHeader header;
+    const size_t header_size = wire::SegmentHeaderSize(message.opcode);
+    const size_t room = max_payload_ > header_size ? max_payload_ - header_size : 1;
+    const bool carries_payload = wire::IsTaggedOpcode(message.opcode) || message.opcode == wire::RdmapOpcode::kSend ||
+                                 message.opcode == wire::RdmapOpcode::kSendInvalidate ||
+                                 message.opcode == wire::RdmapOpcode::kSendSolicited ||
+                                 message.opcode == wire::RdmapOpcode::kSendSolicitedInvalidate;
+    const uint64_t remaining = carries_payload ? message.total - message.prepared : 0;
+    const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(remaining, room));
+    const bool last = message.prepared + chunk == (carries_payload ? message.total : 0);
+    switch (message.opcode) {
+        case wire::RdmapOpcode::kWrite:
+            header = wire::MakeWriteHeader(message.stag, message.offset + message.prepared, last);
+            break;
+        case wire::RdmapOpcode::kReadResponse:
+            header = wire::MakeReadResponseHeader(message.stag, message.offset + message.prepared, last);
+            break;
+        case wire::RdmapOpcode::kReadRequest:
+            header = wire::MakeReadRequestHeader(message.msn, message.read);
+            break;
+        case wire::RdmapOpcode::kTerminate:
+            header = wire::MakeTerminateHeader();
+            break;
+        default:
+            header = wire::MakeSendHeader(message.opcode, message.msn, static_cast<uint32_t>(message.prepared), last,
+                                          message.stag);
+            break;
+    }
+    Fpdu& fpdu = fpdus_.emplace_back();
+    fpdu.message = &message;
+    size_t written = 0;
+    wire::SerializeSegmentHeader(header, {fpdu.head + wire::kFpduLengthSize, wire::kMaxSegmentHeaderSize}, &written);
+    size_t head = wire::kFpduLengthSize + written;
+    if (message.opcode == wire::RdmapOpcode::kTerminate) {
+        std::memcpy(fpdu.head + head, message.body.data(), message.body.size());
+        head += message.body.size();
+    }
+    const size_t ulpdu = head - wire::kFpduLengthSize + chunk;
+    fpdu.head[0] = static_cast<uint8_t>(ulpdu >> 8);
+    fpdu.head[1] = static_cast<uint8_t>(ulpdu);
+    fpdu.head_size = static_cast<uint16_t>(head);
+    fpdu.payload_offset = message.prepared;
+    fpdu.payload_size = chunk;
+    const size_t pad = wire::FpduPadSize(ulpdu);
+    std::memset(fpdu.trailer, 0, sizeof(fpdu.trailer));
+    if (crc_) {  // RFC 5044 §6.1: length, ULPDU and pad; the CRC instruction when the CPU has it
+        uint32_t state = wire::Crc32cUpdate(wire::kCrc32cInit, fpdu.head, head);
+        if (chunk > 0) {
+            std::vector<engine::Piece> slices;
+            SlicePieces(*message.pieces, message.prepared, chunk, &slices);
+            for (const engine::Piece& slice : slices) state = wire::Crc32cUpdate(state, slice.data, slice.length);
+        }
+        state = wire::Crc32cUpdate(state, fpdu.trailer, pad);
+        wire::StoreCrcTrailer(wire::Crc32cFinalize(state), fpdu.trailer + pad);
+    }
+    fpdu.trailer_size = static_cast<uint8_t>(pad + wire::kFpduCrcSize);
+    fpdu.size = static_cast<uint32_t>(head + chunk + fpdu.trailer_size);
+    fpdu.last = last;
+    message.prepared += chunk;
+    if (last) ++prepared_messages_;
+    return true;
+}
+
+void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
+    while (fd_ >= 0 && !want_write_ && !dropping_) {
+        iovec iov[kMaxIovecs];
+        size_t count = 0;
+        size_t bytes = 0;
+        bool raw = false;
+        if (raw_sent_ < raw_out_.size()) {
+            iov[count++] = {raw_out_.data() + raw_sent_, raw_out_.size() - raw_sent_};
+            bytes = raw_out_.size() - raw_sent_;
+            raw = true;
+        } else {
+            while (fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
+            }
+            for (const Fpdu& fpdu : fpdus_) {
+                if (count + 3 > kMaxIovecs) break;
+                uint32_t skip = fpdu.sent;
+                if (skip < fpdu.head_size) {
+                    iov[count++] = {const_cast<uint8_t*>(fpdu.head) + skip, fpdu.head_size - skip};
+                    skip = 0;
+                } else {
+                    skip -= fpdu.head_size;
+                }
+                if (fpdu.payload_size > 0 && skip < fpdu.payload_size) {
+                    const size_t added =
+                        AppendIovecs(*fpdu.message->pieces, fpdu.payload_offset + skip,
+                                     fpdu.payload_offset + fpdu.payload_size, iov + count, kMaxIovecs - 1 - count);
+                    count += added;
+                    skip = 0;
+                } else {
+                    skip -= std::min(skip, fpdu.payload_size);
+                }
+                iov[count++] = {const_cast<uint8_t*>(fpdu.trailer) + skip, fpdu.trailer_size - skip};
+                bytes += fpdu.size - fpdu.sent;
+            }
+        }
+        if (count == 0) {
+            if (fin_pending_ && !fin_sent_ && out_.empty()) {
+                ::shutdown(fd_, SHUT_WR);  // NdkDisconnect: a FIN once everything is out (CM-24)
+                fin_sent_ = true;
+            }
+            return;
+        }
+        // Wire faults: cap this send at the next fault point.
+        const WireFaults& faults = options_.faults;
+        uint64_t cap = bytes;
+        if (faults.drop_after_bytes != 0)
+            cap = std::min<uint64_t>(cap, faults.drop_after_bytes - std::min(faults.drop_after_bytes, tx_bytes_));
+        if (faults.stall_after_bytes != 0)
+            cap = std::min<uint64_t>(cap, faults.stall_after_bytes - std::min(faults.stall_after_bytes, tx_bytes_));
+        const bool corrupt_here = faults.corrupt_byte > tx_bytes_ && faults.corrupt_byte <= tx_bytes_ + cap;
+        if (corrupt_here) cap = faults.corrupt_byte - 1 - tx_bytes_;
+        if (faults.delay_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(faults.delay_us));
+        if (cap == 0 && !corrupt_here) {
+            if (faults.drop_after_bytes != 0 && tx_bytes_ >= faults.drop_after_bytes)
+                DropLocked(STATUS_CONNECTION_RESET);
+            return;  // stalled
+        }
+        ssize_t sent;
+        if (cap == 0) {  // the corrupted byte itself
+            uint8_t byte = *static_cast<uint8_t*>(iov[0].iov_base) ^ 0xFF;
+            sent = ::send(fd_, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (sent == 1 && options_.trace) options_.trace(&byte, 1, true);
+        } else {
+            // Trim the iovecs to the cap.
+            uint64_t left = cap;
+            size_t used = 0;
+            while (used < count && left > 0) {
+                if (iov[used].iov_len > left) iov[used].iov_len = static_cast<size_t>(left);
+                left -= iov[used].iov_len;
+                ++used;
+            }
+            msghdr message{};
+            message.msg_iov = iov;
+            message.msg_iovlen = used;
+            sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (sent > 0 && options_.trace) {
+                size_t left_trace = static_cast<size_t>(sent);
+                for (size_t i = 0; i < used && left_trace > 0; ++i) {
+                    const size_t take = std::min(left_trace, iov[i].iov_len);
+                    options_.trace(static_cast<const uint8_t*>(iov[i].iov_base), take, true);
+                    left_trace -= take;
+                }
+            }
+        }
+        if (sent < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                want_write_ = true;
+                progress_->Modify(lane_, fd_, WantedEventsLocked());
+            } else {
+                DropLocked(StatusFromErrno(errno));
+            }
+            return;
+        }
+        tx_bytes_ += static_cast<uint64_t>(sent);
+        size_t advance = static_cast<size_t>(sent);
+        if (raw) {
+            raw_sent_ += advance;
+            if (raw_sent_ == raw_out_.size()) {
+                raw_out_.clear();
+                raw_sent_ = 0;
+            }
+            continue;
+        }
+        while (advance > 0 && !fpdus_.empty()) {
+            Fpdu& fpdu = fpdus_.front();
+            const size_t take = std::min<size_t>(advance, fpdu.size - fpdu.sent);
+            fpdu.sent += static_cast<uint32_t>(take);
+            advance -= take;
+            if (fpdu.sent < fpdu.size) break;
+            ++tx_fpdus_;
+            OutMessage* done = fpdu.last ? fpdu.message : nullptr;
+            fpdus_.pop_front();
+            if (done != nullptr) {
+                // The front message, except behind a Terminate (QueueTerminateLocked moved a flushed one first).
+                size_t index = 0;
+                while (index < out_.size() && out_[index].get() != done) ++index;
+                std::unique_ptr<OutMessage> message = std::move(out_[index]);
+                out_.erase(out_.begin() + static_cast<std::ptrdiff_t>(index));
+                if (index < prepared_messages_) --prepared_messages_;
+                if (message->request) finished->push_back({std::move(message->request), {}});
+                if (message->inbound_read) inbound_reads_.fetch_sub(1, std::memory_order_acq_rel);
+            }
+            if (faults.drop_after_fpdus != 0 && tx_fpdus_ >= faults.drop_after_fpdus) {
+                DropLocked(STATUS_CONNECTION_RESET);
+                return;
+            }
+        }
+    }
+}
+
+uint32_t TcpConnection::WantedEventsLocked() const {
+    return (peer_fin_.load() ? 0u : static_cast<uint32_t>(EPOLLIN | EPOLLRDHUP)) | (want_write_ ? EPOLLOUT : 0u);
+}
+
+void TcpConnection::RunFinished(std::vector<Finished>* finished) {
+    for (Finished& entry : *finished) {
+        engine::QueuePair* owner = entry.request->owner;
+        owner->OnSubmittedDone(std::move(entry.request), entry.result);
+    }
+    finished->clear();
+}
+
+}  // namespace softndk::transport
