@@ -142,6 +142,13 @@ struct SharedEndpointObject {
 
 // Shared by the in-process and the wire connector code.
 void ReleaseConnectorHolds(ConnectorObject* connector);
+// Gives back what a failed connect attempt took (QP, endpoint, shared endpoint, 4-tuple or socket): the connector
+// may try again (CM-28 does not apply to a failed attempt).
+void UndoConnect(ConnectorObject* connector);
+// The connector's disconnect callback, on its adapter's provider thread (CM-26/CM-30); the caller makes it once.
+void PostDisconnectEvent(ConnectorObject* connector);
+// NdkGetConnectionData's size rules (CM-11) for the peer's private data.
+NTSTATUS CopyConnectionData(const std::vector<uint8_t>& peer_data, PVOID data, ULONG* length);
 ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<Connection> connection);
 // True when NdkConnect to `destination` goes over iWARP/TCP (issue 7 §4: forced, or no listener here).
 bool UsesWire(const AdapterObject& adapter, const cm::Endpoint& destination);
@@ -153,7 +160,8 @@ NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, cons
                      PVOID context, engine::ProviderFunction function);
 NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID event_context, bool extended,
                              NDK_FN_REQUEST_COMPLETION completion, PVOID context, engine::ProviderFunction function);
-NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, ULONG inbound, ULONG outbound, const PVOID data,
+// The QP is associated and held already; `inbound` / `outbound` are capped to the adapter's limits.
+NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, uint32_t inbound, uint32_t outbound, const PVOID data,
                     ULONG length, void* event, PVOID event_context, bool extended, NDK_FN_REQUEST_COMPLETION completion,
                     PVOID context, engine::ProviderFunction function);
 NTSTATUS WireReject(ConnectorObject* connector, const PVOID data, ULONG length);

@@ -10,6 +10,30 @@
 #include "api/cm_objects.h"
 
 namespace softndk::api {
+
+void PostDisconnectEvent(ConnectorObject* connector) {
+    if (connector->disconnect_event == nullptr && connector->disconnect_event_ex == nullptr) return;
+    // The connector may be closing on another thread with its last reference gone (its teardown waits for the
+    // caller's lock): then it hears nothing more.
+    if (!connector->lifetime.TryAddRef()) return;
+    connector->adapter->executor->Post([connector] {
+        if (connector->disconnect_event_ex != nullptr)
+            connector->disconnect_event_ex(connector->disconnect_context, 0);  // CM-30: no reason supplied
+        else
+            connector->disconnect_event(connector->disconnect_context);
+        connector->lifetime.Release();
+    });
+}
+
+NTSTATUS CopyConnectionData(const std::vector<uint8_t>& peer_data, PVOID data, ULONG* length) {
+    const auto required = static_cast<ULONG>(peer_data.size());
+    if (data != nullptr) std::memcpy(data, peer_data.data(), std::min(*length, required));
+    const bool query = data == nullptr && *length == 0;  // CM-11 (a)
+    const bool fits = *length >= required;
+    *length = required;
+    return query || fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
+}
+
 namespace {
 
 using engine::ProviderFunction;
@@ -19,17 +43,7 @@ void IndicateDisconnectLocked(Connection& connection, int side) {
     ConnectorObject* connector = connection.side[side];
     if (connector == nullptr || connection.disconnect_indicated[side] || connection.disconnect_called[side]) return;
     connection.disconnect_indicated[side] = true;
-    if (connector->disconnect_event == nullptr && connector->disconnect_event_ex == nullptr) return;
-    // The connector may be closing on another thread with its last reference gone (its teardown waits for this
-    // mutex): then it hears nothing more.
-    if (!connector->lifetime.TryAddRef()) return;
-    connector->adapter->executor->Post([connector] {
-        if (connector->disconnect_event_ex != nullptr)
-            connector->disconnect_event_ex(connector->disconnect_context, 0);  // CM-30: no reason supplied
-        else
-            connector->disconnect_event(connector->disconnect_context);
-        connector->lifetime.Release();
-    });
+    PostDisconnectEvent(connector);
 }
 
 // Stops the link's posts, outside the connection mutex (a terminate takes it). True when no post is running;
@@ -164,7 +178,10 @@ uint32_t Cap(uint32_t value, uint32_t limit) {
 // Gives back what one failed connect attempt took (the 4-tuple, the QP, the endpoint and shared-endpoint
 // references), so the consumer may try again on the same connector and its close releases nothing twice. The
 // connection record stays for NdkGetConnectionData of a reject's private data (CM-12).
+}  // namespace
+
 void UndoConnect(ConnectorObject* connector) {
+    if (connector->wire && connector->wire->tcp) connector->wire->tcp->Close(nullptr);  // the wire's attempt
     if (std::shared_ptr<Connection> connection = connector->connection) {
         bool tuple_held;
         {
@@ -185,6 +202,8 @@ void UndoConnect(ConnectorObject* connector) {
     connector->shared = nullptr;
     connector->attempt_failed = true;
 }
+
+namespace {
 
 // Shared body of NdkConnect and NdkConnectWithSharedEndpoint once the QP and the local endpoint are held.
 NTSTATUS StartConnect(ConnectorObject* connector, const cm::Endpoint& local, const cm::Endpoint& destination,
@@ -390,11 +409,10 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
     if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkAccept: the QP belongs to another adapter");
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkAccept");
     if (!NT_SUCCESS(status)) return status;
-    if (connector->wire && !connector->wire->active)
-        return WireAccept(connector, qp, inbound, outbound, data, length, event, event_context, extended, completion,
-                          context, function);
+    const bool wire = connector->wire && !connector->wire->active;
     std::shared_ptr<Connection> connection = connector->connection;
-    if (!connection || connector->side != 1) return InvalidParameter("NdkAccept: not a connector from a connect event");
+    if (!wire && (!connection || connector->side != 1))
+        return InvalidParameter("NdkAccept: not a connector from a connect event");
     if (qp->associated.exchange(true)) {
         SetLastErrorText("NdkAccept: the QP has been used already (CM-28)");
         return STATUS_INVALID_DEVICE_STATE;
@@ -404,6 +422,9 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
     const AdapterObject& adapter = *connector->adapter;
     const uint32_t my_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);
     const uint32_t my_outbound = Cap(outbound, adapter.info.MaxOutboundReadLimit);
+    if (wire)
+        return WireAccept(connector, qp, my_inbound, my_outbound, data, length, event, event_context, extended,
+                          completion, context, function);
     // A failure before the link joined the QPs gives the QP back (the consumer may accept with it again); after,
     // the QP is spent (CM-28) and the connector's close releases it once the link is idle.
     auto undo = [connector, connection] {
@@ -542,13 +563,7 @@ NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outboun
     if (outbound != nullptr)
         *outbound = me == 1 ? std::min(adapter.info.MaxOutboundReadLimit, connection->requested_inbound[0])
                             : connection->effective_outbound[0];
-    const std::vector<uint8_t>& peer_data = connection->private_data[1 - me];
-    const auto required = static_cast<ULONG>(peer_data.size());
-    if (data != nullptr) std::memcpy(data, peer_data.data(), std::min(*length, required));
-    const bool query = data == nullptr && *length == 0;  // CM-11 (a)
-    const bool fits = *length >= required;
-    *length = required;
-    return query || fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
+    return CopyConnectionData(connection->private_data[1 - me], data, length);
 }
 
 NTSTATUS AddressOf(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length, bool peer) {

@@ -37,20 +37,11 @@ void Post(AdapterObject& adapter, Finish finish, NTSTATUS status) {
     if (finish) adapter.executor->Post([finish = std::move(finish), status] { finish(status); });
 }
 
-// CM-26: the disconnect callback once, on the provider thread.
+// CM-26: the disconnect callback once.
 void IndicateDisconnectLocked(WireSide& side) {
-    ConnectorObject* connector = side.connector;
-    if (connector == nullptr || side.disconnect_indicated || side.disconnect_called) return;
+    if (side.connector == nullptr || side.disconnect_indicated || side.disconnect_called) return;
     side.disconnect_indicated = true;
-    if (connector->disconnect_event == nullptr && connector->disconnect_event_ex == nullptr) return;
-    if (!connector->lifetime.TryAddRef()) return;
-    connector->adapter->executor->Post([connector] {
-        if (connector->disconnect_event_ex != nullptr)
-            connector->disconnect_event_ex(connector->disconnect_context, 0);  // CM-30: no reason supplied
-        else
-            connector->disconnect_event(connector->disconnect_context);
-        connector->lifetime.Release();
-    });
+    PostDisconnectEvent(side.connector);
 }
 
 // NdkDisconnect's end: once the lane is done with the QP and no post is inside it (CM-24 b), the QP is closed
@@ -74,8 +65,7 @@ void FinishDisconnectLocked(WireSide& side) {
 }
 
 // The connection's events (on its lane).
-void OnWireEvent(const std::weak_ptr<WireSide>& weak, transport::TcpConnection::Event event, NTSTATUS status,
-                 uint32_t provider_error) {
+void OnWireEvent(const std::weak_ptr<WireSide>& weak, transport::TcpConnection::Event event, NTSTATUS status) {
     std::shared_ptr<WireSide> side = weak.lock();
     if (!side) return;
     std::lock_guard lock(side->mutex);
@@ -137,7 +127,6 @@ void OnWireEvent(const std::weak_ptr<WireSide>& weak, transport::TcpConnection::
                 default:
                     break;
             }
-            (void)provider_error;
             return;
     }
 }
@@ -152,9 +141,7 @@ std::shared_ptr<WireSide> MakeSide(ConnectorObject* connector, bool active) {
 
 transport::TcpConnection::EventHandler HandlerFor(const std::shared_ptr<WireSide>& side) {
     std::weak_ptr<WireSide> weak = side;
-    return [weak](transport::TcpConnection::Event event, NTSTATUS status, uint32_t provider_error) {
-        OnWireEvent(weak, event, status, provider_error);
-    };
+    return [weak](transport::TcpConnection::Event event, NTSTATUS status) { OnWireEvent(weak, event, status); };
 }
 
 // CM-08: a step that the peer never answers ends with STATUS_IO_TIMEOUT.
@@ -213,19 +200,7 @@ NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, cons
     offer.peer_to_peer = true;  // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
     offer.write_rtr = true;
     offer.private_data.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
-    auto undo = [connector] {
-        if (connector->wire && connector->wire->tcp) connector->wire->tcp->Close(nullptr);
-        if (connector->qp != nullptr) {
-            connector->qp->associated = false;  // a refused QP may connect again
-            connector->qp->lifetime.Release();
-            connector->qp = nullptr;
-        }
-        if (connector->holds_endpoint) cm::Fabric::Instance().Release(connector->endpoint);
-        connector->holds_endpoint = false;
-        if (connector->shared != nullptr) connector->shared->lifetime.Release();
-        connector->shared = nullptr;
-        connector->attempt_failed = true;
-    };
+    auto undo = [connector] { UndoConnect(connector); };
     return RunRequest(
         adapter, function, connector->lifetime, completion, context,
         [connector, side, local, remote, offer](const Finish& finish) mutable -> NTSTATUS {
@@ -280,19 +255,10 @@ NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID even
                       });
 }
 
-NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, ULONG inbound, ULONG outbound, const PVOID data,
-                    ULONG length, void* event, PVOID event_context, bool extended, NDK_FN_REQUEST_COMPLETION completion,
-                    PVOID context, ProviderFunction function) {
+NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, uint32_t my_inbound, uint32_t my_outbound,
+                    const PVOID data, ULONG length, void* event, PVOID event_context, bool extended,
+                    NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
     std::shared_ptr<WireSide> side = connector->wire;
-    if (qp->associated.exchange(true)) {
-        SetLastErrorText("NdkAccept: the QP has been used already (CM-28)");
-        return STATUS_INVALID_DEVICE_STATE;
-    }
-    connector->qp = qp;
-    qp->lifetime.AddRef();
-    const AdapterObject& adapter = *connector->adapter;
-    const uint32_t my_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);
-    const uint32_t my_outbound = Cap(outbound, adapter.info.MaxOutboundReadLimit);
     std::vector<uint8_t> reply_data(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
     auto undo = [connector, side] {
         std::lock_guard lock(side->mutex);
@@ -360,12 +326,7 @@ NTSTATUS WireGetConnectionData(ConnectorObject* connector, ULONG* inbound, ULONG
         *inbound = side->active ? side->inbound : std::min(adapter.info.MaxInboundReadLimit, side->peer_ord);
     if (outbound != nullptr)
         *outbound = side->active ? side->outbound : std::min(adapter.info.MaxOutboundReadLimit, side->peer_ird);
-    const auto required = static_cast<ULONG>(side->peer_data.size());
-    if (data != nullptr) std::memcpy(data, side->peer_data.data(), std::min(*length, required));
-    const bool query = data == nullptr && *length == 0;  // CM-11 (a)
-    const bool fits = *length >= required;
-    *length = required;
-    return query || fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;
+    return CopyConnectionData(side->peer_data, data, length);
 }
 
 NTSTATUS WireAddress(ConnectorObject* connector, PSOCKADDR address, ULONG* length, bool peer) {
@@ -390,10 +351,8 @@ NTSTATUS WireDisconnect(ConnectorObject* connector, NDK_FN_REQUEST_COMPLETION co
                           std::shared_ptr<WireSide> side = connector->wire;
                           std::lock_guard lock(side->mutex);
                           if (connector->lifetime.closing()) return STATUS_CANCELLED;  // LIFE-09
-                          if (side->state != ConnectorState::kConnected && !side->disconnect_indicated)
-                              return STATUS_CONNECTION_INVALID;
-                          if (side->state != ConnectorState::kConnected && side->state != ConnectorState::kDone)
-                              return STATUS_CONNECTION_INVALID;
+                          // A peer's FIN or a lost stream leaves the side connected until this call.
+                          if (side->state != ConnectorState::kConnected) return STATUS_CONNECTION_INVALID;
                           side->disconnect_called = true;
                           side->tcp->Disconnect();  // a FIN once everything queued is out
                           side->state = ConnectorState::kDisconnecting;

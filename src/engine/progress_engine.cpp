@@ -74,50 +74,42 @@ bool ProgressEngine::RunQueued(Worker& worker) {
     }
 }
 
-bool ProgressEngine::Watch(uint64_t lane, int fd, uint32_t events, FdHandler handler) {
+ProgressEngine::Watched* ProgressEngine::Watch(uint64_t lane, int fd, uint32_t events, FdHandler handler) {
     Worker& worker = *workers_[lane % workers_.size()];
     auto watched = std::make_unique<Watched>();
     watched->fd = fd;
     watched->handler = std::move(handler);
+    watched->worker = &worker;
+    Watched* raw = watched.get();
     epoll_event event{};
     event.events = events;
-    event.data.ptr = watched.get();
+    event.data.ptr = raw;
     std::lock_guard lock(worker.mutex);
-    if (epoll_ctl(worker.epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) return false;
+    if (epoll_ctl(worker.epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) return nullptr;
     worker.watched.push_back(std::move(watched));
+    raw->position = std::prev(worker.watched.end());
     worker.watch_count.fetch_add(1, std::memory_order_release);
     if (worker.sleeping.load(std::memory_order_seq_cst)) {  // it may be asleep with a timeout of "forever"
         const uint64_t one = 1;
         (void)!write(worker.wake_fd, &one, sizeof(one));
     }
-    return true;
+    return raw;
 }
 
-void ProgressEngine::Modify(uint64_t lane, int fd, uint32_t events) {
-    Worker& worker = *workers_[lane % workers_.size()];
-    std::lock_guard lock(worker.mutex);
-    for (auto& watched : worker.watched) {
-        if (watched->fd != fd || !watched->live) continue;
-        epoll_event event{};
-        event.events = events;
-        event.data.ptr = watched.get();
-        epoll_ctl(worker.epoll_fd, EPOLL_CTL_MOD, fd, &event);
-        return;
-    }
+void ProgressEngine::Modify(Watched* watched, uint32_t events) {
+    epoll_event event{};
+    event.events = events;
+    event.data.ptr = watched;
+    epoll_ctl(watched->worker->epoll_fd, EPOLL_CTL_MOD, watched->fd, &event);
 }
 
-void ProgressEngine::Unwatch(uint64_t lane, int fd) {
-    Worker& worker = *workers_[lane % workers_.size()];
+void ProgressEngine::Unwatch(Watched* watched) {
+    Worker& worker = *watched->worker;
     std::lock_guard lock(worker.mutex);
-    for (size_t i = 0; i < worker.watched.size(); ++i) {
-        if (worker.watched[i]->fd != fd || !worker.watched[i]->live) continue;
-        epoll_ctl(worker.epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
-        worker.watched[i]->live = false;  // an event of this batch may still name it: freed after the batch
-        worker.retired.push_back(std::move(worker.watched[i]));
-        worker.watched.erase(worker.watched.begin() + static_cast<std::ptrdiff_t>(i));
-        worker.watch_count.fetch_sub(1, std::memory_order_release);
-        return;
-    }
+    epoll_ctl(worker.epoll_fd, EPOLL_CTL_DEL, watched->fd, nullptr);
+    watched->live = false;  // an event of this batch may still name it: freed after the batch
+    worker.retired.splice(worker.retired.end(), worker.watched, watched->position);
+    worker.watch_count.fetch_sub(1, std::memory_order_release);
 }
 
 bool ProgressEngine::PollOnce(Worker& worker, int timeout_ms) {
@@ -135,7 +127,7 @@ bool ProgressEngine::PollOnce(Worker& worker, int timeout_ms) {
         watched->handler(events[i].events);
         ran = true;
     }
-    std::vector<std::unique_ptr<Watched>> retired;
+    std::list<std::unique_ptr<Watched>> retired;
     {
         std::lock_guard lock(worker.mutex);
         retired.swap(worker.retired);

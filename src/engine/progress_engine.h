@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -32,24 +33,21 @@ public:
     void Post(uint64_t lane, std::function<void()> job);
 
     // Sockets (issue 7 §3). `handler(events)` runs on the lane's thread whenever epoll reports `fd` ready
-    // (level-triggered). Watch, Modify and Unwatch may be called from any thread; after Unwatch returns on the
-    // lane's own thread the handler is never called again. False if epoll refuses the fd.
+    // (level-triggered). Watch returns the handle Modify and Unwatch take (null if epoll refuses the fd); they may
+    // be called from any thread, but never after Unwatch. After Unwatch returns on the lane's own thread the
+    // handler is never called again.
+    struct Watched;
     using FdHandler = std::function<void(uint32_t events)>;
-    bool Watch(uint64_t lane, int fd, uint32_t events, FdHandler handler);
-    void Modify(uint64_t lane, int fd, uint32_t events);
-    void Unwatch(uint64_t lane, int fd);
+    Watched* Watch(uint64_t lane, int fd, uint32_t events, FdHandler handler);
+    void Modify(Watched* watched, uint32_t events);
+    void Unwatch(Watched* watched);
     uint32_t threads() const { return static_cast<uint32_t>(workers_.size()); }
 
 private:
-    struct Watched {
-        int fd;
-        FdHandler handler;
-        bool live = true;
-    };
     struct Worker {
         std::mutex mutex;
-        std::vector<std::unique_ptr<Watched>> watched;  // under mutex; entries freed only on the worker thread
-        std::vector<std::unique_ptr<Watched>> retired;
+        std::list<std::unique_ptr<Watched>> watched;  // under mutex; entries are freed only on the worker thread,
+        std::list<std::unique_ptr<Watched>> retired;  // after the epoll batch that may still name them
         std::atomic<uint32_t> watch_count{0};
         std::deque<std::function<void()>> queue;
         std::atomic<uint32_t> queued{0};
@@ -66,6 +64,17 @@ private:
 
     const uint32_t busy_poll_us_;
     std::vector<std::unique_ptr<Worker>> workers_;
+
+public:
+    struct Watched {
+        int fd;
+        FdHandler handler;
+        Worker* worker;
+        std::list<std::unique_ptr<Watched>>::iterator position;
+        bool live = true;
+    };
+
+private:
     bool ok_ = true;
 };
 

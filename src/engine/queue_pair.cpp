@@ -14,17 +14,17 @@ constexpr ULONG kWriteFlags =
 constexpr ULONG kReadFlags =
     NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER | NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE;
 
-constexpr uint32_t TerminateError(uint8_t layer, uint8_t type, uint8_t code) {
-    return TerminateProviderError(layer, type, code);
-}
+// RFC 5040 §7 / RFC 5041 §7 layer, error type and code (the same causes wire/iwarp_wire.h names).
+constexpr uint8_t kRdmap = 0, kDdp = 1;
+constexpr uint8_t kLocalCatastrophicType = 0, kRemoteProtectionType = 1, kRemoteOperationType = 2;
+constexpr uint8_t kUntaggedBufferType = 2;
 inline uint32_t RemoteProtection(mem::AccessError error) {
-    return TerminateError(0, 0, mem::TerminateCode(error));
+    return TerminateProviderError(kRdmap, kRemoteProtectionType, mem::TerminateCode(error));
 }
-// RFC 5041 untagged buffer errors (layer DDP = 1, type 2).
-constexpr uint32_t kNoReceiveBuffer = TerminateError(1, 2, 0x02);
-constexpr uint32_t kMessageTooLong = TerminateError(1, 2, 0x05);
-constexpr uint32_t kCannotInvalidate = TerminateError(0, 0, 0x09);
-constexpr uint32_t kLocalCatastrophic = TerminateError(0, 1, 0x00);
+constexpr uint32_t kNoReceiveBuffer = TerminateProviderError(kDdp, kUntaggedBufferType, 0x02);
+constexpr uint32_t kMessageTooLong = TerminateProviderError(kDdp, kUntaggedBufferType, 0x05);
+constexpr uint32_t kCannotInvalidate = TerminateProviderError(kRdmap, kRemoteOperationType, 0x09);
+constexpr uint32_t kLocalCatastrophic = TerminateProviderError(kRdmap, kLocalCatastrophicType, 0x00);
 
 }  // namespace
 

@@ -50,14 +50,21 @@ public:
     virtual ~Transport() = default;
     // True when every operation is finished when its call returns; false when requests go through Submit().
     virtual bool completes_inline() const { return true; }
+    // For transports that complete inline (the QP calls these instead of Submit when completes_inline()):
     // RDMAP Send / Send with Invalidate: untagged placement into the peer's next receive.
-    virtual InboundResult Send(const PieceList& payload, bool solicited, bool invalidate, uint32_t token) = 0;
+    virtual InboundResult Send(const PieceList&, bool /*solicited*/, bool /*invalidate*/, uint32_t /*token*/) {
+        return {STATUS_NOT_SUPPORTED, 0};
+    }
     // RDMAP Write: tagged placement at (token, address).
-    virtual InboundResult Write(uint32_t token, uint64_t address, const PieceList& payload) = 0;
+    virtual InboundResult Write(uint32_t /*token*/, uint64_t /*address*/, const PieceList&) {
+        return {STATUS_NOT_SUPPORTED, 0};
+    }
     // RDMAP Read Request / Response: the peer's (token, address) range into the local sink.
-    virtual InboundResult Read(uint32_t token, uint64_t address, const PieceList& sink) = 0;
+    virtual InboundResult Read(uint32_t /*token*/, uint64_t /*address*/, const PieceList&) {
+        return {STATUS_NOT_SUPPORTED, 0};
+    }
     // For transports that do not complete inline.
-    virtual void Submit(std::unique_ptr<TransportRequest> request) { (void)request; }
+    virtual void Submit(std::unique_ptr<TransportRequest> request) = 0;
     // RDMAP Terminate from this side (local error): the connection is dead for both sides.
     virtual void Terminate(uint32_t provider_error) = 0;
 };

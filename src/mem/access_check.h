@@ -38,7 +38,7 @@ AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRe
 NTSTATUS LocalAccessStatus(AccessError error);
 // Status of a request that the peer refused (reported to the initiator, QP-16 / AMB-24).
 NTSTATUS RemoteAccessStatus(AccessError error);
-// RFC 5040 §7.2: RDMAP remote protection error codes (layer 0, type 0).
+// RFC 5040 §7.2: RDMAP remote protection error codes (layer 0, error type 1).
 uint8_t TerminateCode(AccessError error);
 const char* AccessErrorName(AccessError error);
 

@@ -36,7 +36,8 @@ void InProcessLink::Deliver(int side, engine::TransportRequest* raw, bool respon
                 if (!response) {  // the Read Request arrives: a responder beyond its IRD terminates (RFC 5040)
                     if (reads_in_flight_[responder].fetch_add(1) + 1 > peer->inbound_read_limit()) {
                         reads_in_flight_[responder].fetch_sub(1);
-                        constexpr uint32_t kRemoteOperationError = 0x10000u | (0u << 12) | (2u << 8) | 0x06;
+                        // RDMAP remote operation, catastrophic for the stream (siw: "IRQ exceeded"), as on the wire.
+                        constexpr uint32_t kRemoteOperationError = engine::TerminateProviderError(0, 2, 0x07);
                         Terminate(kRemoteOperationError);
                         result = {STATUS_CONNECTION_ABORTED, kRemoteOperationError};
                         break;

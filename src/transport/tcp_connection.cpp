@@ -131,9 +131,9 @@ std::shared_ptr<TcpConnection> TcpConnection::Adopt(
 void TcpConnection::Start(uint32_t events) {
     std::shared_ptr<TcpConnection> self = shared_from_this();
     // The handler holds the connection until CloseSocket unwatches it.
-    if (!progress_->Watch(lane_, fd_, events, [self](uint32_t ready) { self->OnReady(ready); })) {
-        progress_->Post(lane_, [self] { self->Shutdown(STATUS_INSUFFICIENT_RESOURCES, 0, true); });
-    }
+    std::lock_guard lock(send_mutex_);
+    watched_ = progress_->Watch(lane_, fd_, events, [self](uint32_t ready) { self->OnReady(ready); });
+    if (watched_ == nullptr) progress_->Post(lane_, [self] { self->Shutdown(STATUS_INSUFFICIENT_RESOURCES, 0, true); });
 }
 
 void TcpConnection::SetHandler(EventHandler handler) {
@@ -141,13 +141,13 @@ void TcpConnection::SetHandler(EventHandler handler) {
     handler_ = std::move(handler);
 }
 
-void TcpConnection::Emit(Event event, NTSTATUS status, uint32_t provider_error) {
+void TcpConnection::Emit(Event event, NTSTATUS status) {
     EventHandler handler;
     {
         std::lock_guard lock(handler_mutex_);
         handler = handler_;
     }
-    if (handler) handler(event, status, provider_error);
+    if (handler) handler(event, status);
 }
 
 void TcpConnection::OnReady(uint32_t events) {
@@ -173,7 +173,7 @@ void TcpConnection::OnReady(uint32_t events) {
             std::lock_guard lock(send_mutex_);
             want_write_ = false;
             PumpLocked(&finished);
-            if (!want_write_ && fd_ >= 0) progress_->Modify(lane_, fd_, WantedEventsLocked());
+            if (!want_write_) RearmLocked();
         }
         RunFinished(&finished);
         if (phase_ == Phase::kClosed) return;
@@ -206,11 +206,16 @@ void TcpConnection::OnReady(uint32_t events) {
     }
 }
 
-void TcpConnection::OnConnected() {
+// RFC 5044 §5.1: the ULPDU bytes one FPDU may carry on this path (536 when the MSS is not known yet).
+size_t TcpConnection::PathMaxUlpdu() const {
     int mss = 0;
     socklen_t length = sizeof(mss);
     getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &length);
-    max_payload_ = wire::MaxUlpduForMss(mss > 0 ? static_cast<size_t>(mss) : 536);
+    return wire::MaxUlpduForMss(mss > 0 ? static_cast<size_t>(mss) : 536);
+}
+
+void TcpConnection::OnConnected() {
+    max_payload_ = PathMaxUlpdu();
     wire::MpaEnhancedWords words;
     words.ird = offer_.ird;
     words.ord = offer_.ord;
@@ -227,7 +232,7 @@ void TcpConnection::OnConnected() {
     phase_ = Phase::kAwaitMpa;
     {
         std::lock_guard lock(send_mutex_);
-        progress_->Modify(lane_, fd_, WantedEventsLocked());
+        RearmLocked();
     }
     QueueRaw(bytes.data(), written);
 }
@@ -255,8 +260,6 @@ void TcpConnection::ReadMpa() {
             const ssize_t got = ::recv(fd_, mpa_in_.data() + have, parsed.size - have, MSG_DONTWAIT);
             if (got > 0) {
                 mpa_in_.resize(have + static_cast<size_t>(got));
-                if (options_.trace) options_.trace(mpa_in_.data() + have, static_cast<size_t>(got), false);
-                rx_bytes_.fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
                 continue;
             }
             mpa_in_.resize(have);
@@ -304,10 +307,7 @@ void TcpConnection::ReadMpa() {
                 Shutdown(STATUS_CONNECTION_REFUSED, 0, false);  // the CM has reported the refusal
         } else {
             phase_ = Phase::kOffered;
-            int mss = 0;
-            socklen_t length = sizeof(mss);
-            getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &length);
-            max_payload_ = wire::MaxUlpduForMss(mss > 0 ? static_cast<size_t>(mss) : 536);
+            max_payload_ = PathMaxUlpdu();
             Emit(Event::kMpaReceived);
         }
         return;
@@ -318,7 +318,7 @@ void TcpConnection::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, 
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_, [self, reply = std::move(reply), qp, ird, ord]() mutable {
         if (self->phase_ != Phase::kOffered) {
-            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost));
+            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED);
             return;
         }
         const MpaPeer& request = self->peer_;
@@ -372,7 +372,7 @@ void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord)
     establishing_.store(true);
     progress_->Post(lane_, [self, qp, ird, ord] {
         if (self->phase_ != Phase::kReplied) {
-            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost));
+            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED);
             return;
         }
         self->EnterRdma(qp, ird, ord, false);
@@ -401,10 +401,11 @@ void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord,
     qp_ = qp;
     ird_ = ird;
     ord_ = ord;
-    if (crc_) rx_->staging.resize(max_payload_);
+    if (crc_)
+        rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)
     phase_ = await_rtr ? Phase::kAwaitRtr : Phase::kRdma;
     std::lock_guard lock(send_mutex_);
-    if (fd_ >= 0) progress_->Modify(lane_, fd_, WantedEventsLocked());
+    RearmLocked();
 }
 
 void TcpConnection::Disconnect() {
@@ -427,29 +428,12 @@ void TcpConnection::Close(std::function<void()> on_done) {
 }
 
 void TcpConnection::Terminate(uint32_t provider_error) {
-    // From the engine (a local protection error on a post): RDMAP/remote protection as the QP encoded it.
-    const wire::TerminateCause cause{static_cast<wire::ErrorLayer>((provider_error >> 12) & 0xF),
-                                     static_cast<uint8_t>((provider_error >> 8) & 0xF),
-                                     static_cast<uint8_t>(provider_error & 0xFF)};
+    // From the engine (a local protection error on a post): the cause it encoded (engine/transport.h).
     std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self, cause, provider_error] {
-        if (self->phase_ == Phase::kClosed) return;
-        {
-            std::lock_guard lock(self->send_mutex_);
-            self->QueueTerminateLocked(cause, nullptr, 0);
-        }
-        self->Shutdown(STATUS_CONNECTION_ABORTED, provider_error, true);
+    progress_->Post(lane_, [self, provider_error] {
+        if (self->phase_ != Phase::kClosed)
+            self->Fail(CauseOfProviderError(provider_error), STATUS_CONNECTION_ABORTED, nullptr, 0);
     });
-}
-
-engine::InboundResult TcpConnection::Send(const engine::PieceList&, bool, bool, uint32_t) {
-    return {STATUS_NOT_SUPPORTED, 0};  // completes_inline() is false: the QP uses Submit()
-}
-engine::InboundResult TcpConnection::Write(uint32_t, uint64_t, const engine::PieceList&) {
-    return {STATUS_NOT_SUPPORTED, 0};
-}
-engine::InboundResult TcpConnection::Read(uint32_t, uint64_t, const engine::PieceList&) {
-    return {STATUS_NOT_SUPPORTED, 0};
 }
 
 // The end, on the lane: everything outstanding is flushed (QP-21), the QP goes to error, the socket closes.
@@ -473,8 +457,8 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     {
         std::lock_guard lock(send_mutex_);
         PumpLocked(&finished);  // best effort: a queued Terminate or Reject goes out if the socket takes it
-        for (std::unique_ptr<OutMessage>& message : out_) {
-            if (message->request) finished.push_back({std::move(message->request), {STATUS_CANCELLED, 0}});
+        for (std::unique_ptr<OutMessage>& message : out_) {  // flushed, with the cause (CQ-14)
+            if (message->request) finished.push_back({std::move(message->request), {STATUS_CANCELLED, provider_error}});
         }
         out_.clear();
         fpdus_.clear();
@@ -484,7 +468,7 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     {
         std::lock_guard lock(reads_mutex_);
         for (OutstandingRead& read : reads_)
-            if (read.request) finished.push_back({std::move(read.request), {STATUS_CANCELLED, 0}});
+            if (read.request) finished.push_back({std::move(read.request), {STATUS_CANCELLED, provider_error}});
         reads_.clear();
     }
     inbound_reads_.store(0);
@@ -498,13 +482,14 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     CloseSocket();
     RunFinished(&finished);
     qp_ = nullptr;
-    if (emit) Emit(Event::kFailed, status, provider_error);
+    if (emit) Emit(Event::kFailed, status);
 }
 
 void TcpConnection::CloseSocket() {
     std::lock_guard lock(send_mutex_);  // a poster may be inside sendmsg
     if (fd_ < 0) return;
-    progress_->Unwatch(lane_, fd_);
+    if (watched_ != nullptr) progress_->Unwatch(watched_);
+    watched_ = nullptr;
     ::close(fd_);
     fd_ = -1;
 }

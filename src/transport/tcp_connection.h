@@ -12,6 +12,7 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstdint>
@@ -19,6 +20,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <softndk/ndkpi.h>
@@ -56,7 +59,6 @@ struct MpaPeer {
 struct TcpOptions {
     bool request_crc = false;  // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
     WireFaults faults;         // issue 7 §5 wire fault injection
-    std::function<void(const uint8_t*, size_t, bool outbound)> trace;  // every byte on the wire (pcap writer)
 };
 
 class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
@@ -67,8 +69,8 @@ public:
         kPeerClosed,   // the peer's FIN at an FPDU boundary: a graceful disconnect
         kFailed,       // refused, timed out, a protocol error, a Terminate either way, a reset or a lost stream
     };
-    // Runs on the lane. `status` and `provider_error` (RFC 5040 layer/type/code) are set for kFailed.
-    using EventHandler = std::function<void(Event, NTSTATUS status, uint32_t provider_error)>;
+    // Runs on the lane. `status` is set for kFailed (the cause is in the flushed requests' ProviderErrorCode).
+    using EventHandler = std::function<void(Event, NTSTATUS status)>;
 
     // Active side: a non-blocking connect from `local` (port 0: the kernel picks) to `remote`, then `offer` as
     // the MPA Request. The bound local address is written back. Fails inline for a socket that cannot be made
@@ -85,7 +87,6 @@ public:
     void SetHandler(EventHandler handler);
     // After kMpaReceived (read on the lane, or by the CM once that event has been seen).
     const MpaPeer& peer() const { return peer_; }
-    bool crc_enabled() const { return crc_; }
     const sockaddr_storage& local_address() const { return local_; }
     const sockaddr_storage& remote_address() const { return remote_; }
 
@@ -108,21 +109,6 @@ public:
     void Submit(std::unique_ptr<engine::TransportRequest> request) override;
     // A local error found by the engine: send a Terminate, then close (RFC 5040 §5.4).
     void Terminate(uint32_t provider_error) override;
-    // Only for transports that complete inline; never called on this one.
-    engine::InboundResult Send(const engine::PieceList&, bool, bool, uint32_t) override;
-    engine::InboundResult Write(uint32_t, uint64_t, const engine::PieceList&) override;
-    engine::InboundResult Read(uint32_t, uint64_t, const engine::PieceList&) override;
-
-    uint64_t lane() const { return lane_; }
-    // Crafted-packet tests and counters.
-    uint64_t bytes_received() const { return rx_bytes_.load(std::memory_order_relaxed); }
-    uint64_t fpdus_received() const { return rx_fpdus_.load(std::memory_order_relaxed); }
-    wire::TerminateCause last_terminate_sent() const { return wire::TerminateCause::Unpack(terminate_sent_.load()); }
-    bool terminate_received(wire::TerminateCause* cause) const {
-        const uint32_t value = terminate_received_.load();
-        if (cause != nullptr) *cause = wire::TerminateCause::Unpack(value & 0xFFFFFF);
-        return (value & 0x1000000u) != 0;
-    }
 
 private:
     enum class Phase : uint8_t {
@@ -147,10 +133,11 @@ private:
                   EventHandler handler);
     void Start(uint32_t events);
     void OnReady(uint32_t events);
-    void Emit(Event event, NTSTATUS status = STATUS_SUCCESS, uint32_t provider_error = 0);
+    void Emit(Event event, NTSTATUS status = STATUS_SUCCESS);
 
     // ---- MPA phase ----
     void OnConnected();
+    size_t PathMaxUlpdu() const;
     void ReadMpa();
     void QueueRaw(const uint8_t* data, size_t size);
     void EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr);
@@ -170,6 +157,9 @@ private:
     // ---- send (tcp_send.cpp) ----
     void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished);
     void PumpLocked(std::vector<Finished>* finished);
+    size_t GatherLocked(iovec* iov, size_t room) const;
+    void AdvanceLocked(size_t sent, std::vector<Finished>* finished);
+    void RearmLocked();  // epoll interest follows want_write_ and peer_fin_
     bool PrepareNextLocked();
     void RunFinished(std::vector<Finished>* finished);
     void QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size);
@@ -195,8 +185,6 @@ private:
     std::atomic<bool> closed_{false};
     std::atomic<bool> peer_fin_{false};
     std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
-    std::atomic<uint32_t> terminate_sent_{0};
-    std::atomic<uint32_t> terminate_received_{0};  // bit 24 set once one arrived
 
     // MPA
     MpaOffer offer_;  // ours (active: the Request)
@@ -226,8 +214,11 @@ private:
     uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;          // QN 1
     uint32_t next_sink_stag_ = 0;
-    uint64_t tx_bytes_ = 0;
+    uint64_t tx_bytes_ = 0;  // for the wire faults
     uint64_t tx_fpdus_ = 0;
+    engine::ProgressEngine::Watched* watched_ = nullptr;  // the socket's epoll registration
+    std::vector<engine::Piece> slices_;                   // scratch for one FPDU's CRC
+    std::vector<std::span<const uint8_t>> spans_;
 
     // Outstanding Read Requests we sent, oldest first (matched by their Responses; ≤ ORD by the QP).
     std::mutex reads_mutex_;
@@ -238,8 +229,6 @@ private:
     // ---- receive state (the lane's) ----
     struct Rx;
     std::unique_ptr<Rx> rx_;
-    std::atomic<uint64_t> rx_bytes_{0};
-    std::atomic<uint64_t> rx_fpdus_{0};
 };
 
 // "a.b.c.d:port" / "[v6]:port" for logs and tools.

@@ -32,8 +32,7 @@ struct TcpConnection::Fpdu {
     uint16_t head_size = 0;
     uint64_t payload_offset = 0;  // in the message
     uint32_t payload_size = 0;
-    uint8_t trailer[3 + wire::kFpduCrcSize];
-    uint8_t trailer_size = 0;
+    wire::FpduFraming framing;  // the length field (copied into head) and the pad + CRC trailer
     uint32_t size = 0;
     uint32_t sent = 0;
     bool last = false;
@@ -90,6 +89,11 @@ struct TcpConnection::Rx {
 // The ProviderErrorCode a Terminate cause becomes (CQ-14, engine/transport.h).
 inline uint32_t ProviderErrorOf(wire::TerminateCause cause) {
     return engine::TerminateProviderError(static_cast<uint8_t>(cause.layer), cause.etype, cause.code);
+}
+
+inline wire::TerminateCause CauseOfProviderError(uint32_t provider_error) {
+    return {static_cast<wire::ErrorLayer>((provider_error >> 12) & 0xF),
+            static_cast<uint8_t>((provider_error >> 8) & 0xF), static_cast<uint8_t>(provider_error & 0xFF)};
 }
 
 // Slices [offset, offset + length) of `pieces` into `out`.

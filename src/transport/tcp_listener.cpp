@@ -40,22 +40,24 @@ NTSTATUS TcpListener::Listen(engine::ProgressEngine* progress, sockaddr_storage*
     getsockname(fd, reinterpret_cast<sockaddr*>(address), &bound);
     std::shared_ptr<TcpListener> listener(new TcpListener(progress, fd, options, std::move(on_request)));
     std::weak_ptr<TcpListener> weak = listener;
-    if (!progress->Watch(listener->lane_, fd, EPOLLIN, [weak](uint32_t) {
-            if (std::shared_ptr<TcpListener> self = weak.lock()) self->OnReady();
-        }))
-        return STATUS_INSUFFICIENT_RESOURCES;
+    std::lock_guard lock(listener->mutex_);
+    listener->watched_ = progress->Watch(listener->lane_, fd, EPOLLIN, [weak](uint32_t) {
+        if (std::shared_ptr<TcpListener> self = weak.lock()) self->OnReady();
+    });
+    if (listener->watched_ == nullptr) return STATUS_INSUFFICIENT_RESOURCES;
     *out = listener;
     return STATUS_SUCCESS;
 }
 
 void TcpListener::OnReady() {
     std::weak_ptr<TcpListener> weak_listener = weak_from_this();
-    while (true) {
+    std::lock_guard lock(mutex_);  // Close() cannot close fd_ under accept4
+    while (!closed_) {
         const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;  // EAGAIN, or a connection that went away before we took it
         // Held by its epoll registration until the Request is in; then it is the consumer's, or closed.
         TcpConnection::Adopt(progress_, fd, options_, [weak_listener](std::weak_ptr<TcpConnection> weak) {
-            return [weak_listener, weak](TcpConnection::Event event, NTSTATUS, uint32_t) {
+            return [weak_listener, weak](TcpConnection::Event event, NTSTATUS) {
                 if (event != TcpConnection::Event::kMpaReceived) return;
                 std::shared_ptr<TcpConnection> connection = weak.lock();
                 if (!connection) return;
@@ -75,11 +77,10 @@ void TcpListener::Close() {
     if (closed_) return;
     closed_ = true;
     on_request_ = nullptr;
-    if (fd_ >= 0) {
-        progress_->Unwatch(lane_, fd_);
-        ::close(fd_);
-        fd_ = -1;
-    }
+    if (watched_ != nullptr) progress_->Unwatch(watched_);
+    watched_ = nullptr;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
 }
 
 }  // namespace softndk::transport

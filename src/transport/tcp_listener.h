@@ -37,8 +37,9 @@ private:
     engine::ProgressEngine* const progress_;
     const uint64_t lane_;
     int fd_;
+    engine::ProgressEngine::Watched* watched_ = nullptr;
     TcpOptions options_;
-    std::mutex mutex_;
+    std::mutex mutex_;  // fd_, watched_, on_request_ and closed_: Close() never overlaps an accept or a delivery
     OnRequest on_request_;
     bool closed_ = false;
 };

@@ -21,10 +21,6 @@ namespace {
 
 constexpr size_t kMaxIovecs = 64;
 
-uint32_t ProviderError(wire::TerminateCause cause) {
-    return ProviderErrorOf(cause);
-}
-
 // The RFC 5040 remote protection code the access check gave (mem::TerminateCode), as the cause DDP reports for
 // a tagged segment (RFC 5041 §7.2) or RDMAP for a Read Request's source (RFC 5040 §7.2).
 wire::TerminateCause TaggedCause(uint32_t provider_error, bool read_source) {
@@ -72,11 +68,6 @@ void CopyIntoPieces(const std::vector<engine::Piece>& pieces, uint64_t offset, c
     }
 }
 
-bool IsSend(wire::RdmapOpcode op) {
-    return op == wire::RdmapOpcode::kSend || op == wire::RdmapOpcode::kSendInvalidate ||
-           op == wire::RdmapOpcode::kSendSolicited || op == wire::RdmapOpcode::kSendSolicitedInvalidate;
-}
-
 }  // namespace
 
 bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size) {
@@ -84,7 +75,7 @@ bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint
         std::lock_guard lock(send_mutex_);
         QueueTerminateLocked(cause, offender, offender_size);
     }
-    Shutdown(status, ProviderError(cause), true);
+    Shutdown(status, ProviderErrorOf(cause), true);
     return false;
 }
 
@@ -96,11 +87,16 @@ void TcpConnection::ReadFpdus() {
         if (rx.step == Rx::Step::kHead) {
             iov[count++] = {rx.head + rx.head_have, rx.head_need - rx.head_have};
         } else {
+            bool payload_whole = true;  // the iovecs reach the payload's end: trailer and lookahead may follow
             if (rx.payload_done < rx.payload_size) {
                 switch (rx.sink) {
-                    case Rx::Sink::kPlace:
+                    case Rx::Sink::kPlace: {
                         count += AppendIovecs(rx.place, rx.payload_done, rx.payload_size, iov, kMaxIovecs - 2);
+                        size_t covered = 0;
+                        for (size_t i = 0; i < count; ++i) covered += iov[i].iov_len;
+                        payload_whole = rx.payload_done + covered == rx.payload_size;
                         break;
+                    }
                     case Rx::Sink::kStaging:
                         iov[count++] = {rx.staging.data() + rx.payload_done, rx.payload_size - rx.payload_done};
                         break;
@@ -109,40 +105,33 @@ void TcpConnection::ReadFpdus() {
                         break;
                 }
             }
-            if (rx.trailer_have < rx.trailer_size)
-                iov[count++] = {rx.trailer + rx.trailer_have, rx.trailer_size - rx.trailer_have};
-            iov[count++] = {rx.next + rx.next_have, Rx::kLookahead - rx.next_have};
+            if (payload_whole) {
+                if (rx.trailer_have < rx.trailer_size)
+                    iov[count++] = {rx.trailer + rx.trailer_have, rx.trailer_size - rx.trailer_have};
+                iov[count++] = {rx.next + rx.next_have, Rx::kLookahead - rx.next_have};
+            }
         }
         const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-            Shutdown(StatusFromErrno(errno), ProviderError(wire::term::kLlpConnectionLost), true);
+            Shutdown(StatusFromErrno(errno), ProviderErrorOf(wire::term::kLlpConnectionLost), true);
             return;
         }
         if (got == 0) {
             const bool boundary = rx.step == Rx::Step::kHead && rx.head_have == 0 && !rx.send_open && !rx.tagged_open;
             if (!boundary || phase_ != Phase::kRdma) {  // the stream ended inside an FPDU or a message
-                Shutdown(STATUS_CONNECTION_ABORTED, ProviderError(wire::term::kLlpConnectionLost), true);
+                Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost), true);
                 return;
             }
             // The peer's FIN (CM-26/27): a graceful disconnect. Reading stops; sending may finish.
             if (peer_fin_.exchange(true)) return;
             {
                 std::lock_guard lock(send_mutex_);
-                progress_->Modify(lane_, fd_, WantedEventsLocked());
+                RearmLocked();
             }
             if (qp_ != nullptr) qp_->EnterError(false);
             Emit(Event::kPeerClosed);
             return;
-        }
-        rx_bytes_.fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
-        if (options_.trace) {
-            size_t left = static_cast<size_t>(got);
-            for (size_t i = 0; i < count && left > 0; ++i) {
-                const size_t take = std::min(left, iov[i].iov_len);
-                options_.trace(static_cast<const uint8_t*>(iov[i].iov_base), take, false);
-                left -= take;
-            }
         }
         size_t n = static_cast<size_t>(got);
         if (rx.step == Rx::Step::kHead) {
@@ -159,8 +148,8 @@ void TcpConnection::ReadFpdus() {
         // Everything that is complete now, FPDU after FPDU.
         while (phase_ != Phase::kClosed) {
             if (rx.step == Rx::Step::kHead) {
-                if (rx.head_have >= wire::kFpduLengthSize && rx.head_have < rx.head_need) {
-                    const size_t ulpdu = (static_cast<size_t>(rx.head[0]) << 8) | rx.head[1];
+                uint16_t ulpdu = 0;
+                if (rx.head_have < rx.head_need && wire::PeekFpduLength({rx.head, rx.head_have}, &ulpdu).ok()) {
                     if (ulpdu < wire::kDdpTaggedHeaderSize)  // no header fits: nothing else can be read
                         return (void)Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, false),
                                           STATUS_CONNECTION_ABORTED, nullptr, 0);
@@ -183,23 +172,21 @@ void TcpConnection::ReadFpdus() {
 // The FPDU's first bytes are in: parse the header, check access and plan where its payload goes.
 bool TcpConnection::ProcessHead() {
     Rx& rx = *rx_;
-    rx.ulpdu_length = static_cast<uint16_t>((rx.head[0] << 8) | rx.head[1]);
-    const uint8_t* ulpdu = rx.head + wire::kFpduLengthSize;
-    const auto opcode = static_cast<wire::RdmapOpcode>(ulpdu[1] & 0x0F);
-    const size_t header_size =
-        static_cast<uint8_t>(opcode) <= 7 ? wire::SegmentHeaderSize(opcode) : wire::kDdpUntaggedHeaderSize;
-    if (rx.ulpdu_length < header_size)  // siw: LLP/MPA/0x03
-        return Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, (ulpdu[0] & 0x80) != 0),
-                    STATUS_CONNECTION_ABORTED, rx.head, std::min(rx.head_have, size_t{2 + 18}));
-    if (rx.head_have < wire::kFpduLengthSize + header_size) {
+    wire::PeekFpduLength({rx.head, rx.head_have}, &rx.ulpdu_length);
+    const std::span<const uint8_t> ulpdu(rx.head + wire::kFpduLengthSize, rx.head_have - wire::kFpduLengthSize);
+    const wire::ParseResult parsed = wire::ParseSegmentHeader(ulpdu, &rx.header);
+    const size_t header_size = parsed.size;
+    const size_t offender = wire::kFpduLengthSize + std::min(header_size, wire::kDdpUntaggedHeaderSize);
+    if ((parsed.ok() || parsed.status == wire::WireStatus::kNeedMoreBytes) && rx.ulpdu_length < header_size)
+        return Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, rx.header.tagged),
+                    STATUS_CONNECTION_ABORTED, rx.head, std::min(rx.head_have, offender));  // siw: LLP/MPA/0x03
+    if (parsed.status == wire::WireStatus::kNeedMoreBytes) {
         rx.head_need = wire::kFpduLengthSize + header_size;  // a Read Request: 28 more header bytes
         return true;
     }
-    const size_t offender = wire::kFpduLengthSize + std::min(header_size, wire::kDdpUntaggedHeaderSize);
-    const wire::ParseResult parsed = wire::ParseSegmentHeader({ulpdu, header_size}, &rx.header);
     if (!parsed.ok())
-        return Fail(wire::TerminateCauseFor(parsed.status, (ulpdu[0] & 0x80) != 0), STATUS_CONNECTION_ABORTED, rx.head,
-                    std::min(rx.head_have, offender));
+        return Fail(wire::TerminateCauseFor(parsed.status, rx.header.tagged), STATUS_CONNECTION_ABORTED, rx.head,
+                    std::min(rx.head_have, wire::kFpduLengthSize + wire::kDdpUntaggedHeaderSize));
     rx.header_size = header_size;
     rx.payload_size = rx.ulpdu_length - header_size;
     rx.payload_done = 0;
@@ -297,7 +284,7 @@ bool TcpConnection::PlanSend() {
         rx.receive.Clear();
         const engine::InboundResult taken = qp_->BeginReceive(&rx.receive, &rx.receive_context);
         if (!NT_SUCCESS(taken.status))
-            return Fail(taken.provider_error == ProviderError(wire::term::kDdpUntaggedNoBuffer) ||
+            return Fail(taken.provider_error == ProviderErrorOf(wire::term::kDdpUntaggedNoBuffer) ||
                                 taken.status == STATUS_CANCELLED
                             ? wire::term::kDdpUntaggedNoBuffer
                             : wire::term::kRdmapCatastrophicLocal,
@@ -308,7 +295,7 @@ bool TcpConnection::PlanSend() {
     if (header.message_offset + static_cast<uint64_t>(rx.payload_size) > rx.receive.total()) {
         // Larger than the receive (RFC 5041 §7.3 "message too long"): the receive completes in error.
         qp_->EndReceive(rx.receive_context, 0, false, false, 0, STATUS_BUFFER_OVERFLOW,
-                        ProviderError(wire::term::kDdpUntaggedMessageTooLong));
+                        ProviderErrorOf(wire::term::kDdpUntaggedMessageTooLong));
         rx.send_open = false;
         rx.receive.Clear();
         return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
@@ -342,18 +329,14 @@ void TcpConnection::PlacePrefix(const uint8_t* data, size_t size) {
 
 bool TcpConnection::FinishFpdu() {
     Rx& rx = *rx_;
-    const size_t pad = rx.trailer_size - wire::kFpduCrcSize;
     const size_t offender = wire::kFpduLengthSize + std::min(rx.header_size, wire::kDdpUntaggedHeaderSize);
     if (crc_) {  // RFC 5044 §6.1: verified before anything is placed
-        uint32_t state = wire::Crc32cUpdate(wire::kCrc32cInit, rx.head, wire::kFpduLengthSize + rx.header_size);
         const uint8_t* payload = rx.sink == Rx::Sink::kSmall ? rx.small : rx.staging.data();
-        state = wire::Crc32cUpdate(state, payload, rx.payload_size);
-        state = wire::Crc32cUpdate(state, rx.trailer, pad);
-        if (wire::Crc32cFinalize(state) != wire::LoadCrcTrailer(rx.trailer + pad))  // an open receive: flushed
+        if (!wire::FpduCrcMatches({rx.head, wire::kFpduLengthSize + rx.header_size}, {payload, rx.payload_size},
+                                  {rx.trailer, rx.trailer_size}))  // an open receive is flushed by Shutdown
             return Fail(wire::term::kLlpCrcError, STATUS_CONNECTION_ABORTED, rx.head, offender);
         if (rx.sink == Rx::Sink::kStaging) CopyIntoPieces(rx.place, 0, rx.staging.data(), rx.payload_size);
     }
-    rx_fpdus_.fetch_add(1, std::memory_order_relaxed);
     const wire::SegmentHeader& header = rx.header;
     bool ok = true;
     if (header.opcode == wire::RdmapOpcode::kWrite) {
@@ -374,13 +357,11 @@ bool TcpConnection::FinishFpdu() {
             engine::QueuePair* owner = done->owner;
             owner->OnSubmittedDone(std::move(done), {});
         }
-    } else if (IsSend(header.opcode)) {
+    } else if (wire::IsSendOpcode(header.opcode)) {
         rx.send_received += rx.payload_size;
         if (header.last) {
-            const bool solicited = header.opcode == wire::RdmapOpcode::kSendSolicited ||
-                                   header.opcode == wire::RdmapOpcode::kSendSolicitedInvalidate;
             const engine::InboundResult verdict =
-                qp_->EndReceive(rx.receive_context, rx.send_received, solicited,
+                qp_->EndReceive(rx.receive_context, rx.send_received, wire::IsSolicitedOpcode(header.opcode),
                                 wire::CarriesInvalidateStag(header.opcode), header.invalidate_stag());
             rx.send_open = false;
             rx.receive.Clear();
@@ -436,9 +417,8 @@ bool TcpConnection::HandleTerminate() {
     wire::TerminateMessage message;
     const wire::ParseResult decoded = wire::DecodeTerminateBody({rx.small, rx.payload_size}, &message);
     const wire::TerminateCause cause = decoded.ok() ? message.cause : wire::term::kRdmapOperationUnspecified;
-    terminate_received_.store(cause.Packed() | 0x1000000u);
     // RFC 5040 §5.4: the stream is over; we answer nothing (siw does the same).
-    Shutdown(STATUS_CONNECTION_ABORTED, ProviderError(cause), true);
+    Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(cause), true);
     return false;
 }
 

@@ -144,9 +144,8 @@ void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8
     auto message = std::make_unique<OutMessage>();
     message->opcode = wire::RdmapOpcode::kTerminate;
     wire::TerminateOffender what;
-    if (offender_size >= wire::kFpduLengthSize) {  // the offender as received: its length field first
+    if (wire::PeekFpduLength({offender, offender_size}, &what.segment_length).ok()) {  // as received: length first
         what.segment_length_valid = true;
-        what.segment_length = static_cast<uint16_t>((offender[0] << 8) | offender[1]);
         what.ulpdu_prefix = {offender + wire::kFpduLengthSize, offender_size - wire::kFpduLengthSize};
     }
     message->body.resize(wire::kTerminateMaxBodySize);
@@ -159,7 +158,6 @@ void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8
     out_.insert(out_.begin() + static_cast<std::ptrdiff_t>(std::min(position, out_.size())), std::move(message));
     prepared_messages_ = position;
     close_after_send_ = true;
-    terminate_sent_.store(cause.Packed());
 }
 
 void TcpConnection::DropLocked(NTSTATUS status) {
@@ -181,10 +179,7 @@ bool TcpConnection::PrepareNextLocked() {
     wire::SegmentHeader header;
     const size_t header_size = wire::SegmentHeaderSize(message.opcode);
     const size_t room = max_payload_ > header_size ? max_payload_ - header_size : 1;
-    const bool carries_payload = wire::IsTaggedOpcode(message.opcode) || message.opcode == wire::RdmapOpcode::kSend ||
-                                 message.opcode == wire::RdmapOpcode::kSendInvalidate ||
-                                 message.opcode == wire::RdmapOpcode::kSendSolicited ||
-                                 message.opcode == wire::RdmapOpcode::kSendSolicitedInvalidate;
+    const bool carries_payload = wire::IsTaggedOpcode(message.opcode) || wire::IsSendOpcode(message.opcode);
     const uint64_t remaining = carries_payload ? message.total - message.prepared : 0;
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(remaining, room));
     const bool last = message.prepared + chunk == (carries_payload ? message.total : 0);
@@ -215,67 +210,64 @@ bool TcpConnection::PrepareNextLocked() {
         std::memcpy(fpdu.head + head, message.body.data(), message.body.size());
         head += message.body.size();
     }
-    const size_t ulpdu = head - wire::kFpduLengthSize + chunk;
-    fpdu.head[0] = static_cast<uint8_t>(ulpdu >> 8);
-    fpdu.head[1] = static_cast<uint8_t>(ulpdu);
+    // Length, pad and CRC come from the wire layer, the CRC over the registered pages themselves.
+    slices_.clear();
+    spans_.clear();
+    if (chunk > 0) SlicePieces(*message.pieces, message.prepared, chunk, &slices_);
+    for (const engine::Piece& slice : slices_) spans_.emplace_back(slice.data, static_cast<size_t>(slice.length));
+    wire::FrameFpduGather({fpdu.head + wire::kFpduLengthSize, head - wire::kFpduLengthSize}, spans_, crc_,
+                          &fpdu.framing);
+    std::memcpy(fpdu.head, fpdu.framing.length.data(), wire::kFpduLengthSize);
     fpdu.head_size = static_cast<uint16_t>(head);
     fpdu.payload_offset = message.prepared;
     fpdu.payload_size = chunk;
-    const size_t pad = wire::FpduPadSize(ulpdu);
-    std::memset(fpdu.trailer, 0, sizeof(fpdu.trailer));
-    if (crc_) {  // RFC 5044 §6.1: length, ULPDU and pad; the CRC instruction when the CPU has it
-        uint32_t state = wire::Crc32cUpdate(wire::kCrc32cInit, fpdu.head, head);
-        if (chunk > 0) {
-            std::vector<engine::Piece> slices;
-            SlicePieces(*message.pieces, message.prepared, chunk, &slices);
-            for (const engine::Piece& slice : slices) state = wire::Crc32cUpdate(state, slice.data, slice.length);
-        }
-        state = wire::Crc32cUpdate(state, fpdu.trailer, pad);
-        wire::StoreCrcTrailer(wire::Crc32cFinalize(state), fpdu.trailer + pad);
-    }
-    fpdu.trailer_size = static_cast<uint8_t>(pad + wire::kFpduCrcSize);
-    fpdu.size = static_cast<uint32_t>(head + chunk + fpdu.trailer_size);
+    fpdu.size = static_cast<uint32_t>(head + chunk + fpdu.framing.trailer_size);
     fpdu.last = last;
     message.prepared += chunk;
     if (last) ++prepared_messages_;
     return true;
 }
 
+// Iovecs for what is prepared and not sent yet, in stream order; false for nothing to send.
+size_t TcpConnection::GatherLocked(iovec* iov, size_t room) const {
+    size_t count = 0;
+    if (raw_sent_ < raw_out_.size()) {  // MPA frames go alone, before any FPDU
+        iov[count++] = {const_cast<uint8_t*>(raw_out_.data()) + raw_sent_, raw_out_.size() - raw_sent_};
+        return count;
+    }
+    for (const Fpdu& fpdu : fpdus_) {
+        if (count + 3 > room) break;
+        uint32_t skip = fpdu.sent;
+        if (skip < fpdu.head_size) {
+            iov[count++] = {const_cast<uint8_t*>(fpdu.head) + skip, fpdu.head_size - skip};
+            skip = 0;
+        } else {
+            skip -= fpdu.head_size;
+        }
+        if (skip < fpdu.payload_size) {
+            const uint64_t from = fpdu.payload_offset + skip;
+            const uint64_t to = fpdu.payload_offset + fpdu.payload_size;
+            const size_t added = AppendIovecs(*fpdu.message->pieces, from, to, iov + count, room - count);
+            uint64_t covered = 0;
+            for (size_t i = count; i < count + added; ++i) covered += iov[i].iov_len;
+            count += added;
+            if (from + covered < to) return count;  // out of iovecs inside the payload: the trailer waits
+            skip = 0;
+        } else {
+            skip -= fpdu.payload_size;
+        }
+        if (count == room) return count;
+        iov[count++] = {const_cast<uint8_t*>(fpdu.framing.trailer.data()) + skip, fpdu.framing.trailer_size - skip};
+    }
+    return count;
+}
+
 void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
     while (fd_ >= 0 && !want_write_ && !dropping_) {
-        iovec iov[kMaxIovecs];
-        size_t count = 0;
-        size_t bytes = 0;
-        bool raw = false;
-        if (raw_sent_ < raw_out_.size()) {
-            iov[count++] = {raw_out_.data() + raw_sent_, raw_out_.size() - raw_sent_};
-            bytes = raw_out_.size() - raw_sent_;
-            raw = true;
-        } else {
-            while (fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
-            }
-            for (const Fpdu& fpdu : fpdus_) {
-                if (count + 3 > kMaxIovecs) break;
-                uint32_t skip = fpdu.sent;
-                if (skip < fpdu.head_size) {
-                    iov[count++] = {const_cast<uint8_t*>(fpdu.head) + skip, fpdu.head_size - skip};
-                    skip = 0;
-                } else {
-                    skip -= fpdu.head_size;
-                }
-                if (fpdu.payload_size > 0 && skip < fpdu.payload_size) {
-                    const size_t added =
-                        AppendIovecs(*fpdu.message->pieces, fpdu.payload_offset + skip,
-                                     fpdu.payload_offset + fpdu.payload_size, iov + count, kMaxIovecs - 1 - count);
-                    count += added;
-                    skip = 0;
-                } else {
-                    skip -= std::min(skip, fpdu.payload_size);
-                }
-                iov[count++] = {const_cast<uint8_t*>(fpdu.trailer) + skip, fpdu.trailer_size - skip};
-                bytes += fpdu.size - fpdu.sent;
-            }
+        while (raw_sent_ >= raw_out_.size() && fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
         }
+        iovec iov[kMaxIovecs];
+        size_t count = GatherLocked(iov, kMaxIovecs);
         if (count == 0) {
             if (fin_pending_ && !fin_sent_ && out_.empty()) {
                 ::shutdown(fd_, SHUT_WR);  // NdkDisconnect: a FIN once everything is out (CM-24)
@@ -283,32 +275,30 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
             }
             return;
         }
-        // Wire faults: cap this send at the next fault point.
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < count; ++i) bytes += iov[i].iov_len;
+        // Wire faults (issue 7 §5): cap this send at the next fault point.
         const WireFaults& faults = options_.faults;
-        uint64_t cap = bytes;
-        if (faults.drop_after_bytes != 0)
-            cap = std::min<uint64_t>(cap, faults.drop_after_bytes - std::min(faults.drop_after_bytes, tx_bytes_));
-        if (faults.stall_after_bytes != 0)
-            cap = std::min<uint64_t>(cap, faults.stall_after_bytes - std::min(faults.stall_after_bytes, tx_bytes_));
-        const bool corrupt_here = faults.corrupt_byte > tx_bytes_ && faults.corrupt_byte <= tx_bytes_ + cap;
-        if (corrupt_here) cap = faults.corrupt_byte - 1 - tx_bytes_;
         if (faults.delay_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(faults.delay_us));
-        if (cap == 0 && !corrupt_here) {
+        uint64_t cap = bytes;
+        for (uint64_t limit : {faults.drop_after_bytes, faults.stall_after_bytes})
+            if (limit != 0) cap = std::min(cap, limit - std::min(limit, tx_bytes_));
+        const bool corrupt_next = faults.corrupt_byte == tx_bytes_ + 1;
+        if (faults.corrupt_byte > tx_bytes_ + 1) cap = std::min(cap, faults.corrupt_byte - 1 - tx_bytes_);
+        if (cap == 0 && !corrupt_next) {
             if (faults.drop_after_bytes != 0 && tx_bytes_ >= faults.drop_after_bytes)
                 DropLocked(STATUS_CONNECTION_RESET);
-            return;  // stalled
+            return;  // stalled: the peer waits inside an FPDU
         }
         ssize_t sent;
-        if (cap == 0) {  // the corrupted byte itself
-            uint8_t byte = *static_cast<uint8_t*>(iov[0].iov_base) ^ 0xFF;
+        if (corrupt_next) {  // the corrupted byte alone
+            const uint8_t byte = *static_cast<const uint8_t*>(iov[0].iov_base) ^ 0xFF;
             sent = ::send(fd_, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (sent == 1 && options_.trace) options_.trace(&byte, 1, true);
         } else {
-            // Trim the iovecs to the cap.
             uint64_t left = cap;
             size_t used = 0;
             while (used < count && left > 0) {
-                if (iov[used].iov_len > left) iov[used].iov_len = static_cast<size_t>(left);
+                iov[used].iov_len = static_cast<size_t>(std::min<uint64_t>(iov[used].iov_len, left));
                 left -= iov[used].iov_len;
                 ++used;
             }
@@ -316,59 +306,59 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
             message.msg_iov = iov;
             message.msg_iovlen = used;
             sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (sent > 0 && options_.trace) {
-                size_t left_trace = static_cast<size_t>(sent);
-                for (size_t i = 0; i < used && left_trace > 0; ++i) {
-                    const size_t take = std::min(left_trace, iov[i].iov_len);
-                    options_.trace(static_cast<const uint8_t*>(iov[i].iov_base), take, true);
-                    left_trace -= take;
-                }
-            }
         }
         if (sent < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 want_write_ = true;
-                progress_->Modify(lane_, fd_, WantedEventsLocked());
+                RearmLocked();
             } else {
                 DropLocked(StatusFromErrno(errno));
             }
             return;
         }
         tx_bytes_ += static_cast<uint64_t>(sent);
-        size_t advance = static_cast<size_t>(sent);
-        if (raw) {
-            raw_sent_ += advance;
-            if (raw_sent_ == raw_out_.size()) {
-                raw_out_.clear();
-                raw_sent_ = 0;
-            }
-            continue;
+        AdvanceLocked(static_cast<size_t>(sent), finished);
+    }
+}
+
+// `sent` bytes of what GatherLocked offered went out: finished FPDUs leave, finished messages complete.
+void TcpConnection::AdvanceLocked(size_t sent, std::vector<Finished>* finished) {
+    if (raw_sent_ < raw_out_.size()) {
+        raw_sent_ += sent;
+        if (raw_sent_ == raw_out_.size()) {
+            raw_out_.clear();
+            raw_sent_ = 0;
         }
-        while (advance > 0 && !fpdus_.empty()) {
-            Fpdu& fpdu = fpdus_.front();
-            const size_t take = std::min<size_t>(advance, fpdu.size - fpdu.sent);
-            fpdu.sent += static_cast<uint32_t>(take);
-            advance -= take;
-            if (fpdu.sent < fpdu.size) break;
-            ++tx_fpdus_;
-            OutMessage* done = fpdu.last ? fpdu.message : nullptr;
-            fpdus_.pop_front();
-            if (done != nullptr) {
-                // The front message, except behind a Terminate (QueueTerminateLocked moved a flushed one first).
-                size_t index = 0;
-                while (index < out_.size() && out_[index].get() != done) ++index;
-                std::unique_ptr<OutMessage> message = std::move(out_[index]);
-                out_.erase(out_.begin() + static_cast<std::ptrdiff_t>(index));
-                if (index < prepared_messages_) --prepared_messages_;
-                if (message->request) finished->push_back({std::move(message->request), {}});
-                if (message->inbound_read) inbound_reads_.fetch_sub(1, std::memory_order_acq_rel);
-            }
-            if (faults.drop_after_fpdus != 0 && tx_fpdus_ >= faults.drop_after_fpdus) {
-                DropLocked(STATUS_CONNECTION_RESET);
-                return;
-            }
+        return;
+    }
+    while (sent > 0 && !fpdus_.empty()) {
+        Fpdu& fpdu = fpdus_.front();
+        const size_t take = std::min<size_t>(sent, fpdu.size - fpdu.sent);
+        fpdu.sent += static_cast<uint32_t>(take);
+        sent -= take;
+        if (fpdu.sent < fpdu.size) return;
+        ++tx_fpdus_;
+        OutMessage* done = fpdu.last ? fpdu.message : nullptr;
+        fpdus_.pop_front();
+        if (done != nullptr) {
+            // The front message, except behind a Terminate (QueueTerminateLocked moved a flushed one first).
+            size_t index = 0;
+            while (index < out_.size() && out_[index].get() != done) ++index;
+            std::unique_ptr<OutMessage> message = std::move(out_[index]);
+            out_.erase(out_.begin() + static_cast<std::ptrdiff_t>(index));
+            if (index < prepared_messages_) --prepared_messages_;
+            if (message->request) finished->push_back({std::move(message->request), {}});
+            if (message->inbound_read) inbound_reads_.fetch_sub(1, std::memory_order_acq_rel);
+        }
+        if (options_.faults.drop_after_fpdus != 0 && tx_fpdus_ >= options_.faults.drop_after_fpdus) {
+            DropLocked(STATUS_CONNECTION_RESET);
+            return;
         }
     }
+}
+
+void TcpConnection::RearmLocked() {
+    if (watched_ != nullptr) progress_->Modify(watched_, WantedEventsLocked());
 }
 
 uint32_t TcpConnection::WantedEventsLocked() const {

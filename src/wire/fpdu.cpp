@@ -135,9 +135,10 @@ ParseResult ParseFpdu(std::span<const uint8_t> in, bool crc_enabled, FpduView* o
     return {WireStatus::kOk, total};
 }
 
-WireStatus FrameFpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload, bool crc_enabled,
-                     FpduFraming* out) {
-    const size_t ulpdu_length = header.size() + payload.size();
+WireStatus FrameFpduGather(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
+                           bool crc_enabled, FpduFraming* out) {
+    size_t ulpdu_length = header.size();
+    for (std::span<const uint8_t> piece : payload) ulpdu_length += piece.size();
     if (ulpdu_length > kFpduMaxUlpdu) return WireStatus::kInvalidArgument;
     StoreBe16(out->length.data(), static_cast<uint16_t>(ulpdu_length));
     const size_t pad = FpduPadSize(ulpdu_length);
@@ -146,13 +147,29 @@ WireStatus FrameFpdu(std::span<const uint8_t> header, std::span<const uint8_t> p
     if (crc_enabled) {
         uint32_t state = Crc32cUpdate(kCrc32cInit, out->length.data(), kFpduLengthSize);
         state = Crc32cUpdate(state, header.data(), header.size());
-        state = Crc32cUpdate(state, payload.data(), payload.size());
+        for (std::span<const uint8_t> piece : payload) state = Crc32cUpdate(state, piece.data(), piece.size());
         state = Crc32cUpdate(state, kZeroPad, pad);
         crc = Crc32cFinalize(state);
     }
     StoreCrcTrailer(crc, &out->trailer[pad]);  // zeros when CRC is off (RFC 5044 §6.1 / siw-facts §3.5)
     out->trailer_size = static_cast<uint8_t>(pad + kFpduCrcSize);
     return WireStatus::kOk;
+}
+
+WireStatus FrameFpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload, bool crc_enabled,
+                     FpduFraming* out) {
+    const std::span<const uint8_t> pieces[1] = {payload};
+    return FrameFpduGather(header, pieces, crc_enabled, out);
+}
+
+bool FpduCrcMatches(std::span<const uint8_t> length_and_header, std::span<const uint8_t> payload,
+                    std::span<const uint8_t> trailer) {
+    if (trailer.size() < kFpduCrcSize) return false;
+    const size_t pad = trailer.size() - kFpduCrcSize;
+    uint32_t state = Crc32cUpdate(kCrc32cInit, length_and_header.data(), length_and_header.size());
+    state = Crc32cUpdate(state, payload.data(), payload.size());
+    state = Crc32cUpdate(state, trailer.data(), pad);
+    return Crc32cFinalize(state) == LoadCrcTrailer(trailer.data() + pad);
 }
 
 WireStatus SerializeFpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload, bool crc_enabled,

@@ -172,6 +172,13 @@ struct FpduFraming {
 };
 WireStatus FrameFpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload, bool crc_enabled,
                      FpduFraming* out);
+// The same for a payload gathered from pieces (registered pages): the CRC runs over each piece in turn.
+WireStatus FrameFpduGather(std::span<const uint8_t> header, std::span<const std::span<const uint8_t>> payload,
+                           bool crc_enabled, FpduFraming* out);
+// Receive side with CRC on: true when `trailer` (pad + CRC, FpduPadSize + 4 bytes) holds the CRC32c of the length
+// field and header (`length_and_header`), the payload and the pad (RFC 5044 §6.1).
+bool FpduCrcMatches(std::span<const uint8_t> length_and_header, std::span<const uint8_t> payload,
+                    std::span<const uint8_t> trailer);
 // Contiguous FPDU; writes FpduSize(header.size() + payload.size()) bytes.
 WireStatus SerializeFpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload, bool crc_enabled,
                          std::span<uint8_t> out, size_t* written);
@@ -200,6 +207,13 @@ const char* RdmapOpcodeName(RdmapOpcode opcode);
 // Write and Read Response use the tagged model; the others untagged (RFC 5040 §4.3 table).
 inline constexpr bool IsTaggedOpcode(RdmapOpcode op) {
     return op == RdmapOpcode::kWrite || op == RdmapOpcode::kReadResponse;
+}
+inline constexpr bool IsSendOpcode(RdmapOpcode op) {
+    return op == RdmapOpcode::kSend || op == RdmapOpcode::kSendInvalidate || op == RdmapOpcode::kSendSolicited ||
+           op == RdmapOpcode::kSendSolicitedInvalidate;
+}
+inline constexpr bool IsSolicitedOpcode(RdmapOpcode op) {
+    return op == RdmapOpcode::kSendSolicited || op == RdmapOpcode::kSendSolicitedInvalidate;
 }
 inline constexpr bool CarriesInvalidateStag(RdmapOpcode op) {
     return op == RdmapOpcode::kSendInvalidate || op == RdmapOpcode::kSendSolicitedInvalidate;

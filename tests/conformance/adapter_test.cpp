@@ -1,11 +1,15 @@
 // AI-01 … AI-11, LIFE-03/15, and SOFTNDK_ADAPTER_CONFIG validation.
 #include "api/adapter_config.h"
+#include "api/objects.h"
 #include "support/ndk_test_support.h"
 #include "support/unprivileged_child.h"
 
+#include <net/if.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 
 namespace softndk::test {
 namespace {
@@ -195,6 +199,16 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
          STATUS_INVALID_PARAMETER},
         {"too many rules", [](SOFTNDK_ADAPTER_CONFIG& c) { c.FaultRuleCount = SOFTNDK_MAX_FAULT_RULES + 1; },
          STATUS_INVALID_PARAMETER},
+        {"transport", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Transport = SOFTNDK_TRANSPORT_TCP + 1; },
+         STATUS_INVALID_PARAMETER},
+        {"mpa crc", [](SOFTNDK_ADAPTER_CONFIG& c) { c.MpaCrc = 2; }, STATUS_INVALID_PARAMETER},
+        {"interface name unterminated",
+         [](SOFTNDK_ADAPTER_CONFIG& c) { std::memset(c.InterfaceName, 'x', sizeof(c.InterfaceName)); },
+         STATUS_INVALID_PARAMETER},
+        {"no such interface",
+         [](SOFTNDK_ADAPTER_CONFIG& c) { std::snprintf(c.InterfaceName, sizeof(c.InterfaceName), "nosuchif9"); },
+         STATUS_NOT_FOUND},
+        {"no such interface index", [](SOFTNDK_ADAPTER_CONFIG& c) { c.InterfaceIndex = 0x7FFFFFF0; }, STATUS_NOT_FOUND},
     };
     for (const Case& c : cases) {
         SOFTNDK_ADAPTER_CONFIG config;
@@ -218,6 +232,36 @@ TEST(AdapterOpenTest, LIFE_19_SeveralAdaptersAreIndependent) {
     ULONG size = sizeof(info);
     EXPECT_EQ(b->Dispatch->NdkQueryAdapterInfo(b, &info, &size), STATUS_SUCCESS);
     EXPECT_EQ(SoftNdkCloseAdapter(b), STATUS_SUCCESS);
+}
+
+// Issue 7 §4: an adapter bound to an interface (by name or index) owns exactly that interface's addresses.
+TEST(AdapterOpenTest, CM_14_AdapterBoundToAnInterfaceOwnsItsAddresses) {
+    for (bool by_index : {false, true}) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.LocalAddressCount = 1;  // replaced by the interface's
+        config.LocalAddresses[0].Ipv4.sin_addr.s_addr = htonl(0x0A000001);
+        if (by_index)
+            config.InterfaceIndex = if_nametoindex("lo");
+        else
+            std::snprintf(config.InterfaceName, sizeof(config.InterfaceName), "lo");
+        NDK_ADAPTER* adapter = nullptr;
+        ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
+        auto* object = api::FromHandle<api::AdapterObject>(adapter);
+        cm::Endpoint loopback, other;
+        SOCKADDR_IN address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_EQ(cm::EndpointFromSockaddr(reinterpret_cast<SOCKADDR*>(&address), sizeof(address), &loopback),
+                  STATUS_SUCCESS);
+        address.sin_addr.s_addr = htonl(0x0A000001);
+        ASSERT_EQ(cm::EndpointFromSockaddr(reinterpret_cast<SOCKADDR*>(&address), sizeof(address), &other),
+                  STATUS_SUCCESS);
+        EXPECT_TRUE(api::AdapterOwnsAddress(*object, loopback, false)) << "lo has 127.0.0.1";
+        EXPECT_FALSE(api::AdapterOwnsAddress(*object, other, false)) << "the configured list was replaced";
+        EXPECT_EQ(object->interface_name, "lo");
+        EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+    }
 }
 
 }  // namespace

@@ -61,12 +61,7 @@ protected:
         *passive_out = passive;
         Completion accepted;
         NTSTATUS accept_returned = Accept(passive, passive_qp, accepted);
-        EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
-        Completion completed;
-        EXPECT_EQ(completed.Wait(active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest,
-                                                                      &completed)),
-                  STATUS_SUCCESS);
-        EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        FinishHandshake(active, connected, connect_returned, accepted, accept_returned);
     }
     // Data moves over a connection made by a retry.
     void ExpectSendArrives(NDK_QP* from, NDK_CQ* from_cq, NDK_QP* to, NDK_CQ* to_cq) {
@@ -178,12 +173,7 @@ TEST_P(SharedConnectRetryTest, CM_06_21_SharedEndpointConnectRetriesAfterEveryFa
     NDK_CONNECTOR* passive2 = second_events.incoming;
     Completion accepted;
     NTSTATUS accept_returned = Accept(passive2, passive_qp2, accepted);
-    EXPECT_EQ(two.Wait(returned), STATUS_SUCCESS);
-    Completion completed;
-    EXPECT_EQ(completed.Wait(
-                  second->Dispatch->NdkCompleteConnect(second, nullptr, nullptr, &Completion::OnRequest, &completed)),
-              STATUS_SUCCESS);
-    EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    FinishHandshake(second, two, returned, accepted, accept_returned);
     ExpectSendArrives(qp2, cq_a_, passive_qp2, cq_b_);
     Completion shared_closed;
     NTSTATUS close_returned =
@@ -222,12 +212,7 @@ TEST_P(AcceptRetryTest, CM_08_AcceptRetriesOnTheSameConnectorAfterEveryFailure) 
     }
     Completion accepted;
     NTSTATUS accept_returned = Accept(passive, passive_qp, accepted);
-    EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
-    Completion completed;
-    EXPECT_EQ(completed.Wait(
-                  active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest, &completed)),
-              STATUS_SUCCESS);
-    EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    FinishHandshake(active, connected, connect_returned, accepted, accept_returned);
     ExpectSendArrives(qp, cq_a_, passive_qp, cq_b_);
     for (NDK_OBJECT_HEADER* object : {&active->Header, &passive->Header, &qp->Header, &passive_qp->Header})
         Close(object);

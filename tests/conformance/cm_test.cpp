@@ -287,12 +287,7 @@ TEST_P(CmTest, CM_06_21_SharedEndpointConnectsToManyAndRefusesADuplicate4Tuple) 
     Completion accepted;
     NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
                                                             &Completion::OnRequest, &accepted);
-    EXPECT_EQ(one.Wait(returned), STATUS_SUCCESS);
-    Completion completed;
-    EXPECT_EQ(completed.Wait(
-                  first->Dispatch->NdkCompleteConnect(first, nullptr, nullptr, &Completion::OnRequest, &completed)),
-              STATUS_SUCCESS);
-    EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    FinishHandshake(first, one, returned, accepted, accept_returned);
     Completion shared_closed;
     NTSTATUS close_returned =
         shared->Dispatch->NdkCloseSharedEndpoint(&shared->Header, &Completion::OnClose, &shared_closed);
@@ -339,12 +334,7 @@ TEST_P(CmTest, CM_31_Ipv6ConnectionsWork) {
     NTSTATUS accept_returned =
         passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, &DisconnectEvents::OnDisconnect,
                                      &passive_disconnects, &Completion::OnRequest, &accepted);
-    ASSERT_EQ(done.Wait(returned), STATUS_SUCCESS);
-    Completion completed;
-    ASSERT_EQ(completed.Wait(connector->Dispatch->NdkCompleteConnect(connector, nullptr, nullptr,
-                                                                     &Completion::OnRequest, &completed)),
-              STATUS_SUCCESS);
-    ASSERT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+    ASSERT_TRUE(FinishHandshake(connector, done, returned, accepted, accept_returned));
     SOCKADDR_IN6 peer{};
     ULONG peer_length = sizeof(peer);
     ASSERT_EQ(connector->Dispatch->NdkGetPeerAddress(connector, reinterpret_cast<PSOCKADDR>(&peer), &peer_length),

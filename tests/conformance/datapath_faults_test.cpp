@@ -58,12 +58,8 @@ public:
         Completion accepted;
         NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, passive_qp, 1, 1, nullptr, 0, nullptr, nullptr,
                                                                 &Completion::OnRequest, &accepted);
-        EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS) << "the retry connects";
-        Completion completed;
-        EXPECT_EQ(completed.Wait(active->Dispatch->NdkCompleteConnect(active, nullptr, nullptr, &Completion::OnRequest,
-                                                                      &completed)),
-                  STATUS_SUCCESS);
-        EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        EXPECT_TRUE(FinishHandshake(active, connected, connect_returned, accepted, accept_returned))
+            << "the retry connects";
         Close(&passive->Header);
         Close(&passive_qp->Header);
     }

@@ -18,10 +18,12 @@ protected:
         ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, context, &sge, 1), STATUS_SUCCESS);
     }
     // The access-check matrix: a request that must fail on the side the spec names and change no byte of B.
-    void ExpectRemoteRefusal(NTSTATUS initiator_status) {
+    // `layer`, `type`, `code`: the RFC 5040/5041 Terminate cause the ProviderErrorCode carries (CQ-14).
+    void ExpectRemoteRefusal(NTSTATUS initiator_status, uint8_t layer, uint8_t type, uint8_t code) {
         NDK_RESULT_EX result = Poll(cq_a_);
         EXPECT_EQ(result.Status, initiator_status);
-        EXPECT_NE(result.ProviderErrorCode, 0u) << "the RFC 5040 terminate code";
+        EXPECT_EQ(result.ProviderErrorCode, engine::TerminateProviderError(layer, type, code))
+            << std::hex << result.ProviderErrorCode << ": the RFC 5040 terminate cause";
         // RFC 5040 terminate: both consumers hear of it, and later requests complete as flushed.
         EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
         NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
@@ -243,7 +245,7 @@ TEST_P(QpTest, QP_15_TOK_06_AccessUnknownTokenFailsInvalidHandle) {
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), 0x00FFFF42, 0),
               STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_INVALID_HANDLE);
+    ExpectRemoteRefusal(STATUS_INVALID_HANDLE, 0, 1, 0x00);  // RDMAP remote protection: invalid STag
     ExpectUnchanged(before);
 }
 
@@ -253,7 +255,7 @@ TEST_P(QpTest, QP_AccessStaleKeyFailsInvalidHandle) {
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), remote ^ 0x5A, 0),
               STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_INVALID_HANDLE);
+    ExpectRemoteRefusal(STATUS_INVALID_HANDLE, 0, 1, 0x00);
     ExpectUnchanged(before);
 }
 
@@ -271,7 +273,7 @@ TEST_P(QpTest, QP_AccessTokenOfAnotherPdFailsAccessDenied) {
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, reinterpret_cast<UINT64>(target.data()),
                                         other->Dispatch->NdkGetRemoteTokenFromMr(other), 0),
               STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_ACCESS_DENIED);
+    ExpectRemoteRefusal(STATUS_ACCESS_DENIED, 0, 1, 0x03);  // STag not associated with this stream
     EXPECT_EQ(std::memcmp(before.data(), target.data(), before.size()), 0);
     Close(&other->Header);
     Close(&other_pd->Header);
@@ -284,7 +286,7 @@ TEST_P(QpTest, QP_16_AccessBelowBasePastEndAndWrappingFail) {
     auto before = Snapshot();
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, cases[0], remote, 0), STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_REMOTE_RESOURCES);
+    ExpectRemoteRefusal(STATUS_REMOTE_RESOURCES, 0, 1, 0x01);  // base or bounds
     ExpectUnchanged(before);
     // The other two, checked directly against the one access check (the connection is dead now).
     auto& tokens = api::FromHandle<api::AdapterObject>(adapter_)->tokens;
@@ -308,7 +310,7 @@ TEST_P(QpTest, QP_AccessWriteWithoutRemoteWriteFailsAccessViolation) {
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
                                         read_only->Dispatch->NdkGetRemoteTokenFromMr(read_only), 0),
               STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_ACCESS_VIOLATION);
+    ExpectRemoteRefusal(STATUS_ACCESS_VIOLATION, 0, 1, 0x02);  // access rights
     ExpectUnchanged(before);
     Close(&read_only->Header);
 }
@@ -322,7 +324,7 @@ TEST_P(QpTest, QP_AccessReadWithoutRemoteReadFailsAccessViolation) {
     ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
                                        write_only->Dispatch->NdkGetRemoteTokenFromMr(write_only), 0),
               STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_ACCESS_VIOLATION);
+    ExpectRemoteRefusal(STATUS_ACCESS_VIOLATION, 0, 1, 0x02);
     for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << "the sink is untouched";
     Close(&write_only->Header);
 }
@@ -372,7 +374,7 @@ TEST_P(QpTest, QP_AccessAfterDeregistrationFails) {
     auto before = Snapshot();
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), token, 0), STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_INVALID_HANDLE);
+    ExpectRemoteRefusal(STATUS_INVALID_HANDLE, 0, 1, 0x00);
     ExpectUnchanged(before);
     Close(&extra->Header);
 }
@@ -383,14 +385,14 @@ TEST_P(QpTest, QP_SendLargerThanThePostedReceiveFailsBufferOverflow) {
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 17);
     ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
     EXPECT_EQ(Poll(cq_b_).Status, STATUS_BUFFER_OVERFLOW);
-    ExpectRemoteRefusal(STATUS_BUFFER_OVERFLOW);
+    ExpectRemoteRefusal(STATUS_BUFFER_OVERFLOW, 1, 2, 0x05);  // DDP untagged: message too long
     ExpectUnchanged(before);
 }
 
 TEST_P(QpTest, QP_SendWithNoReceivePostedAbortsTheConnection) {
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
     ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
-    ExpectRemoteRefusal(STATUS_CONNECTION_ABORTED);
+    ExpectRemoteRefusal(STATUS_CONNECTION_ABORTED, 1, 2, 0x02);  // DDP untagged: no buffer
 }
 
 TEST_P(QpTest, QP_TerminateFlushesTheReceivesOfBothSides) {

@@ -190,14 +190,23 @@ protected:
             out.passive->Dispatch->NdkAccept(out.passive, passive_qp, read_limit, read_limit, nullptr, 0,
                                              passive_events ? &DisconnectEvents::OnDisconnect : nullptr, passive_events,
                                              &Completion::OnRequest, &accepted);
-        EXPECT_EQ(connected.Wait(connect_returned), STATUS_SUCCESS);
-        Completion completed;
-        EXPECT_EQ(completed.Wait(out.active->Dispatch->NdkCompleteConnect(
-                      out.active, active_events ? &DisconnectEvents::OnDisconnect : nullptr, active_events,
-                      &Completion::OnRequest, &completed)),
-                  STATUS_SUCCESS);
-        EXPECT_EQ(accepted.Wait(accept_returned), STATUS_SUCCESS);
+        FinishHandshake(out.active, connected, connect_returned, accepted, accept_returned, active_events);
         return out;
+    }
+    // The rest of a handshake once the passive side called NdkAccept: NdkConnect completes, NdkCompleteConnect
+    // runs, then NdkAccept completes. True when all three succeeded.
+    bool FinishHandshake(NDK_CONNECTOR* active, Completion& connected, NTSTATUS connect_returned, Completion& accepted,
+                         NTSTATUS accept_returned, DisconnectEvents* active_events = nullptr) {
+        const NTSTATUS connect = connected.Wait(connect_returned);
+        EXPECT_EQ(connect, STATUS_SUCCESS);
+        Completion completed;
+        const NTSTATUS complete = completed.Wait(
+            active->Dispatch->NdkCompleteConnect(active, active_events ? &DisconnectEvents::OnDisconnect : nullptr,
+                                                 active_events, &Completion::OnRequest, &completed));
+        EXPECT_EQ(complete, STATUS_SUCCESS);
+        const NTSTATUS accept = accepted.Wait(accept_returned);
+        EXPECT_EQ(accept, STATUS_SUCCESS);
+        return connect == STATUS_SUCCESS && complete == STATUS_SUCCESS && accept == STATUS_SUCCESS;
     }
 
     // Listener on an ephemeral port, then A -> B through it.

@@ -4,18 +4,11 @@
 
 #include <vector>
 
+#include "support/wire_test_support.h"
 #include "wire/iwarp_wire.h"
 
 namespace softndk::wire {
 namespace {
-
-std::vector<uint8_t> HeaderBytes(const SegmentHeader& h) {
-    std::vector<uint8_t> bytes(SegmentHeaderSize(h.opcode));
-    size_t written = 0;
-    EXPECT_EQ(SerializeSegmentHeader(h, bytes, &written), WireStatus::kOk);
-    EXPECT_EQ(written, bytes.size());
-    return bytes;
-}
 
 std::vector<uint8_t> Fpdu(std::span<const uint8_t> header, std::span<const uint8_t> payload, bool crc) {
     std::vector<uint8_t> bytes(FpduSize(header.size() + payload.size()));

@@ -3,17 +3,11 @@
 
 #include <vector>
 
+#include "support/wire_test_support.h"
 #include "wire/iwarp_wire.h"
 
 namespace softndk::wire {
 namespace {
-
-std::vector<uint8_t> HeaderBytes(const SegmentHeader& h) {
-    std::vector<uint8_t> bytes(SegmentHeaderSize(h.opcode));
-    size_t written = 0;
-    EXPECT_EQ(SerializeSegmentHeader(h, bytes, &written), WireStatus::kOk);
-    return bytes;
-}
 
 std::vector<uint8_t> Body(TerminateCause cause, const TerminateOffender& offender) {
     std::vector<uint8_t> body(TerminateBodySize(cause, offender));

@@ -1,0 +1,270 @@
+// iWARP over TCP (issue 7 §3/§5): the data path and its failures on a real socket. Both QPs live in this
+// process, but the adapter is forced onto TCP (SOFTNDK_ADAPTER_CONFIG.Transport), so every byte goes through
+// MPA/DDP/RDMAP on loopback and through the progress threads (also run under TSan).
+#include <net/if.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "engine/transport.h"
+#include "support/connected_pair.h"
+
+namespace softndk::test {
+namespace {
+
+// A registered region whose virtual range maps to its pages in reverse order: every FPDU's payload is then a
+// run of separate host pieces, on the sending and on the receiving side.
+struct ScatteredRegion {
+    static constexpr uint64_t kVirtualBase = 0x7A0000000000ull;
+    std::unique_ptr<LockedBuffer> memory;
+    MDL* mdl = nullptr;
+    NDK_MR* mr = nullptr;
+    size_t pages = 0;
+    // Byte `offset` of the virtual range, where it lives in host memory.
+    uint8_t& At(size_t offset) const {
+        const size_t page = pages - 1 - offset / PAGE_SIZE;
+        return memory->data()[page * PAGE_SIZE + offset % PAGE_SIZE];
+    }
+};
+
+class TcpTransportTest : public ConnectedPairTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Transport = SOFTNDK_TRANSPORT_TCP;
+        config.MpaCrc = Crc() ? 1 : 0;
+        config.WireFaults = faults_;
+    }
+    virtual bool Crc() { return false; }
+    void Release(ScatteredRegion& region) {
+        Close(&region.mr->Header);
+        region.mdl->MdlFlags &= ~MDL_PAGES_LOCKED;  // the pages are the LockedBuffer's: it unlocks them
+        IoFreeMdl(region.mdl);
+    }
+
+    void Scatter(ScatteredRegion& region, size_t pages) {
+        region.pages = pages;
+        region.memory = std::make_unique<LockedBuffer>(pages);
+        std::vector<PFN_NUMBER> pfns(pages);
+        for (size_t i = 0; i < pages; ++i) pfns[i] = region.memory->pfn(pages - 1 - i);
+        region.mdl = MakeMdl(ScatteredRegion::kVirtualBase, static_cast<ULONG>(pages * PAGE_SIZE), pfns);
+        region.mr = CreateMr(false);
+        ASSERT_EQ(
+            Register(region.mr, region.mdl, pages * PAGE_SIZE,
+                     NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+    }
+    static NDK_SGE ScatteredSge(const ScatteredRegion& region, size_t offset, ULONG length) {
+        NDK_SGE sge{};
+        sge.LogicalAddress.QuadPart = static_cast<LONGLONG>(ScatteredRegion::kVirtualBase + offset);
+        sge.Length = length;
+        sge.MemoryRegionToken = region.mr->Dispatch->NdkGetLocalTokenFromMr(region.mr);
+        return sge;
+    }
+
+    // 256 KiB from a scattered source to a scattered target, and read back into a third: four FPDUs of ~64 KiB,
+    // each of 17 host pieces, so one send batch runs out of iovecs inside a payload.
+    void MoveScatteredDataBothWays() {
+        constexpr size_t kPages = 64;
+        constexpr ULONG kBytes = kPages * PAGE_SIZE;
+        ScatteredRegion source, target, sink;
+        Scatter(source, kPages);
+        Scatter(target, kPages);
+        Scatter(sink, kPages);
+        for (size_t i = 0; i < kBytes; ++i) source.At(i) = static_cast<uint8_t>(i * 7 + i / 4093);
+        NDK_SGE out = ScatteredSge(source, 0, kBytes);
+        ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &out, 1, ScatteredRegion::kVirtualBase,
+                                            target.mr->Dispatch->NdkGetRemoteTokenFromMr(target.mr), 0),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+        NDK_SGE back = ScatteredSge(sink, 0, kBytes);
+        ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &back, 1, ScatteredRegion::kVirtualBase,
+                                           target.mr->Dispatch->NdkGetRemoteTokenFromMr(target.mr), 0),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);  // RDMAP ordering: the Write is placed before the Read
+        size_t wrong_target = 0, wrong_sink = 0;
+        for (size_t i = 0; i < kBytes; ++i) {
+            wrong_target += target.At(i) != source.At(i);
+            wrong_sink += sink.At(i) != source.At(i);
+        }
+        EXPECT_EQ(wrong_target, 0u);
+        EXPECT_EQ(wrong_sink, 0u);
+        EXPECT_EQ(disconnects_a_.count, 0);
+        EXPECT_EQ(disconnects_b_.count, 0);
+        for (ScatteredRegion* region : {&source, &target, &sink}) Release(*region);
+    }
+
+    // A Send from A that B receives: the connection works.
+    void ExpectSendArrives(ULONG length) {
+        NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), length);
+        ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, reinterpret_cast<PVOID>(0x5E), &receive, 1), STATUS_SUCCESS);
+        NDK_SGE send = Sge(mr_a_, buffer_a_->data(), length);
+        ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &send, 1, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+        const NDK_RESULT_EX received = Poll(cq_b_);
+        EXPECT_EQ(received.Status, STATUS_SUCCESS);
+        EXPECT_EQ(received.BytesTransferred, length);
+    }
+
+    // The stream is over: both consumers hear of it once and A's next request is flushed.
+    void ExpectTerminated() {
+        EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+        ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED);
+        usleep(20000);
+        EXPECT_EQ(disconnects_a_.count, 1) << "once (CM-26)";
+        EXPECT_EQ(disconnects_b_.count, 1);
+    }
+
+    static inline SOFTNDK_WIRE_FAULTS faults_{};
+};
+SOFTNDK_ALL_MODES(TcpTransportTest);
+
+class TcpCrcTransportTest : public TcpTransportTest {
+protected:
+    bool Crc() override { return true; }
+};
+SOFTNDK_ALL_MODES(TcpCrcTransportTest);
+
+TEST_P(TcpTransportTest, WIRE_LargeTransfersBetweenScatteredPagesArriveIntact) {
+    MoveScatteredDataBothWays();
+}
+
+TEST_P(TcpCrcTransportTest, WIRE_LargeTransfersWithCrc32cArriveIntact) {
+    MoveScatteredDataBothWays();
+}
+
+TEST_P(TcpTransportTest, WIRE_SendsOfEverySizeUpToTheReceiveArrive) {
+    for (ULONG length : {1u, 3u, 4u, 13u, 14u, 18u, 100u, 4096u, 3 * 4096u}) ExpectSendArrives(length);
+}
+
+// QP-16 on the wire: the Write completes once it is out (iWARP has no acknowledgement); the responder's
+// Terminate carries the refusal (DDP tagged: invalid STag), both QPs go to error and the target is untouched.
+TEST_P(TcpTransportTest, WIRE_QP_16_WriteToAnUnknownTokenTerminatesBothSides) {
+    std::vector<uint8_t> before(buffer_b_->data(), buffer_b_->data() + buffer_b_->bytes());
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_), 0x00FFFF42, 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "sent: the peer's verdict comes as a Terminate";
+    EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
+    NDK_SGE next = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &next, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED);
+    EXPECT_EQ(std::memcmp(before.data(), buffer_b_->data(), before.size()), 0) << "target memory changed";
+}
+
+// A Read is the one request that carries the peer's refusal itself: flushed with the Terminate's cause (CQ-14).
+TEST_P(TcpTransportTest, WIRE_CQ_14_ReadRefusedByThePeerIsFlushedWithTheTerminateCause) {
+    std::memset(buffer_a_->data(), 0x3C, 64);
+    NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_) + buffer_b_->bytes(),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    const NDK_RESULT_EX read = Poll(cq_a_);
+    EXPECT_EQ(read.Status, STATUS_CANCELLED);
+    EXPECT_EQ(read.ProviderErrorCode, softndk::engine::TerminateProviderError(0, 1, 0x01))
+        << std::hex << read.ProviderErrorCode << ": RDMAP remote protection, base or bounds";
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << "the sink is untouched";
+    EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
+}
+
+// Wire fault injection (issue 7 §5): the stream is reset after a few FPDUs. Every request completes in posting
+// order, with success or flushed, and each side hears of it once.
+class TcpDropTest : public TcpTransportTest {
+protected:
+    void SetUp() override {
+        faults_ = {};
+        faults_.DropAfterFpdus = 3;  // the RTR, then two 64 KiB Writes
+        TcpTransportTest::SetUp();
+    }
+    void TearDown() override {
+        TcpTransportTest::TearDown();
+        faults_ = {};
+    }
+};
+SOFTNDK_ALL_MODES(TcpDropTest);
+
+TEST_P(TcpDropTest, WIRE_DroppedConnectionCompletesEveryRequestAndIndicatesOnce) {
+    constexpr int kWrites = 8;
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 3 * PAGE_SIZE);
+    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    for (int i = 0; i < kWrites; ++i)
+        ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1)), &sge, 1,
+                                            RemoteAddress(*buffer_b_), token, 0),
+                  STATUS_SUCCESS);
+    int succeeded = 0, flushed = 0;
+    for (int i = 0; i < kWrites; ++i) {
+        const NDK_RESULT_EX result = Poll(cq_a_);
+        EXPECT_EQ(result.RequestContext, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1))) << "posting order";
+        if (result.Status == STATUS_SUCCESS) {
+            ++succeeded;
+            EXPECT_EQ(flushed, 0) << "nothing succeeds after the first flushed request";
+        } else {
+            EXPECT_EQ(result.Status, STATUS_CANCELLED);
+            // Handed to the stream before it died: the cause; posted after the QP went to error: none (CQ-14).
+            if (result.ProviderErrorCode != 0) {
+                EXPECT_EQ(result.ProviderErrorCode, softndk::engine::TerminateProviderError(2, 0, 0x01))
+                    << std::hex << result.ProviderErrorCode << ": LLP: stream lost";
+            }
+            ++flushed;
+        }
+    }
+    EXPECT_GE(flushed, 1);
+    EXPECT_LE(succeeded, 2);
+    ExpectTerminated();
+}
+
+// A corrupted byte with CRC on: the receiver verifies the FPDU before placing it (RFC 5044 §6.1), sends
+// Terminate LLP/CRC error, and no byte of its memory changed. Stream bytes count from the MPA Request (20 + the 4
+// IRD/ORD bytes), then the RTR FPDU (20), then the FPDU under test.
+constexpr uint64_t kFirstFpduAfterRtr = 24 + 20;
+
+template <uint64_t kCorruptByte>
+class TcpCorruptTest : public TcpCrcTransportTest {
+protected:
+    void SetUp() override {
+        faults_ = {};
+        faults_.CorruptByte = kCorruptByte;
+        TcpCrcTransportTest::SetUp();
+    }
+    void TearDown() override {
+        TcpCrcTransportTest::TearDown();
+        faults_ = {};
+    }
+};
+// A payload byte of a Write: 16 bytes of length + tagged header, then 10 bytes in.
+using TcpCorruptWriteTest = TcpCorruptTest<kFirstFpduAfterRtr + 16 + 10>;
+SOFTNDK_ALL_MODES(TcpCorruptWriteTest);
+// The Data Sink STag of a Read Request (FPDU bytes 20-23): the header still parses, the CRC does not match.
+using TcpCorruptReadTest = TcpCorruptTest<kFirstFpduAfterRtr + 21 + 1>;
+SOFTNDK_ALL_MODES(TcpCorruptReadTest);
+
+TEST_P(TcpCorruptWriteTest, WIRE_CorruptedFpduWithCrcChangesNothingAndTerminates) {
+    std::vector<uint8_t> before(buffer_b_->data(), buffer_b_->data() + buffer_b_->bytes());
+    std::memset(buffer_a_->data(), 0x5A, PAGE_SIZE);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), PAGE_SIZE);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, RemoteAddress(*buffer_b_),
+                                        mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "the Write is sent";
+    ExpectTerminated();
+    EXPECT_EQ(std::memcmp(before.data(), buffer_b_->data(), before.size()), 0) << "a bad FPDU was placed";
+}
+
+// The corrupted Read Request is outstanding when B's Terminate arrives: it is flushed with B's cause (CQ-14).
+TEST_P(TcpCorruptReadTest, WIRE_CQ_14_ReadWithACorruptedRequestIsFlushedWithTheCrcCause) {
+    std::memset(buffer_a_->data(), 0x3C, 64);
+    NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    const NDK_RESULT_EX read = Poll(cq_a_);
+    EXPECT_EQ(read.Status, STATUS_CANCELLED);
+    EXPECT_EQ(read.ProviderErrorCode, softndk::engine::TerminateProviderError(2, 0, 0x02))
+        << std::hex << read.ProviderErrorCode << ": LLP/MPA CRC error";
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << "the sink is untouched";
+    ExpectTerminated();
+}
+
+}  // namespace
+}  // namespace softndk::test
