@@ -155,9 +155,10 @@ bool UsesWire(const AdapterObject& adapter, const cm::Endpoint& destination);
 transport::TcpOptions WireOptions(const AdapterObject& adapter);
 
 // The wire side of NDK_CONNECTOR_DISPATCH (wire_connector.cpp); the QP and local endpoint are held already.
+// `pick_port`: the consumer asked for port 0, so a port the host has taken already is replaced (CM-05).
 NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, const cm::Endpoint& remote, ULONG inbound,
-                     ULONG outbound, const PVOID data, ULONG length, NDK_FN_REQUEST_COMPLETION completion,
-                     PVOID context, engine::ProviderFunction function);
+                     ULONG outbound, const PVOID data, ULONG length, bool pick_port,
+                     NDK_FN_REQUEST_COMPLETION completion, PVOID context, engine::ProviderFunction function);
 NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID event_context, bool extended,
                              NDK_FN_REQUEST_COMPLETION completion, PVOID context, engine::ProviderFunction function);
 // The QP is associated and held already; `inbound` / `outbound` are capped to the adapter's limits.

@@ -283,6 +283,7 @@ NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR sourc
     }
     NTSTATUS status = CommonConnectChecks(connector, qp, data, length, completion);
     if (!NT_SUCCESS(status)) return status;
+    const bool pick_port = local.port == 0;
     status = cm::Fabric::Instance().Bind(&local);  // CM-05: port 0 takes an ephemeral port
     if (!NT_SUCCESS(status)) {
         UndoConnect(connector);
@@ -292,7 +293,7 @@ NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR sourc
     connector->holds_endpoint = true;             // CM-20: released when the connector closes
     if (UsesWire(*connector->adapter, remote)) {  // issue 7 §4: the listener is in another process or host
         connector->connection.reset();
-        return WireConnect(connector, local, remote, inbound, outbound, data, length, completion, context,
+        return WireConnect(connector, local, remote, inbound, outbound, data, length, pick_port, completion, context,
                            ProviderFunction::NdkConnect);
     }
     connector->wire.reset();
@@ -320,8 +321,8 @@ NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* handle, NDK_QP* qp_handle, NDK
     shared->lifetime.AddRef();
     if (UsesWire(*connector->adapter, remote)) {  // the socket shares the port (SO_REUSEADDR)
         connector->connection.reset();
-        return WireConnect(connector, shared->endpoint, remote, inbound, outbound, data, length, completion, context,
-                           ProviderFunction::NdkConnectWithSharedEndpoint);
+        return WireConnect(connector, shared->endpoint, remote, inbound, outbound, data, length, false, completion,
+                           context, ProviderFunction::NdkConnectWithSharedEndpoint);
     }
     connector->wire.reset();
     return StartConnect(connector, shared->endpoint, remote, inbound, outbound, data, length, completion, context,

@@ -185,8 +185,8 @@ transport::TcpOptions WireOptions(const AdapterObject& adapter) {
 }
 
 NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, const cm::Endpoint& remote, ULONG inbound,
-                     ULONG outbound, const PVOID data, ULONG length, NDK_FN_REQUEST_COMPLETION completion,
-                     PVOID context, ProviderFunction function) {
+                     ULONG outbound, const PVOID data, ULONG length, bool pick_port,
+                     NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
     AdapterObject& adapter = *connector->adapter;
     std::shared_ptr<WireSide> side = MakeSide(connector, true);
     side->requested_inbound = Cap(inbound, adapter.info.MaxInboundReadLimit);  // CM-03
@@ -203,17 +203,27 @@ NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, cons
     auto undo = [connector] { UndoConnect(connector); };
     return RunRequest(
         adapter, function, connector->lifetime, completion, context,
-        [connector, side, local, remote, offer](const Finish& finish) mutable -> NTSTATUS {
+        [connector, side, local, remote, offer, pick_port](const Finish& finish) -> NTSTATUS {
             std::lock_guard lock(side->mutex);
             if (connector->lifetime.closing()) {  // LIFE-09: closed before this pended work ran
                 side->state = ConnectorState::kDone;
                 return STATUS_CANCELLED;
             }
-            sockaddr_storage from = ToSockaddr(local);
             std::shared_ptr<transport::TcpConnection> tcp;
-            const NTSTATUS status = transport::TcpConnection::Connect(
-                connector->adapter->progress.get(), &from, ToSockaddr(remote), std::move(offer),
-                WireOptions(*connector->adapter), HandlerFor(side), &tcp);
+            NTSTATUS status = STATUS_SHARING_VIOLATION;
+            for (int attempt = 0; attempt < 32 && status == STATUS_SHARING_VIOLATION; ++attempt) {
+                if (attempt > 0) {
+                    // CM-05: the fabric's port is taken on this host (another process): the next ephemeral one.
+                    cm::Endpoint next = connector->endpoint.WithoutPort();
+                    if (!pick_port || !NT_SUCCESS(cm::Fabric::Instance().Bind(&next))) break;
+                    cm::Fabric::Instance().Release(connector->endpoint);
+                    connector->endpoint = next;
+                }
+                sockaddr_storage from = ToSockaddr(attempt > 0 ? connector->endpoint : local);
+                status =
+                    transport::TcpConnection::Connect(connector->adapter->progress.get(), &from, ToSockaddr(remote),
+                                                      offer, WireOptions(*connector->adapter), HandlerFor(side), &tcp);
+            }
             if (!NT_SUCCESS(status)) {
                 side->state = ConnectorState::kDone;
                 SetLastErrorText("NdkConnect: the TCP socket could not be bound or connected (0x%08X)",

@@ -396,21 +396,16 @@ InboundResult QueuePair::ResolveTagged(uint32_t token, uint64_t address, uint64_
     return {};
 }
 
-// Tagged access by the peer (RDMAP Write or Read Response source): the one access check on (token, address),
-// then a copy into the granted range (write) or out of it (read). A refusal terminates the connection.
+// Tagged access by the peer (RDMAP Write or Read Response source): the wire's ResolveTagged, then a copy into
+// the granted range (write) or out of it (read). A refusal terminates the connection.
 InboundResult QueuePair::TaggedAccess(uint32_t token, uint64_t address, const PieceList& local, uint32_t right,
                                       bool into_target) {
-    if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
-    if (local.total() == 0) return {};  // QP-16 (decided): zero length names no memory
-    mem::TokenRef grant;
-    const mem::AccessError error = mem::CheckAccess(
-        *params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, local.total(), right}, &grant);
-    if (error != mem::AccessError::kNone) {  // QP-16: beyond the region is STATUS_REMOTE_RESOURCES
-        transport_->Terminate(RemoteProtection(error));
-        return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
-    }
     remote_.Clear();
-    remote_.AddRange(std::move(grant), address, local.total());
+    const InboundResult access = ResolveTagged(token, address, local.total(), right, &remote_);
+    if (!NT_SUCCESS(access.status)) {  // QP-16: beyond the region is STATUS_REMOTE_RESOURCES
+        if (access.status != STATUS_CANCELLED) transport_->Terminate(access.provider_error);
+        return access;
+    }
     if (into_target)
         CopyPieces(local, remote_);
     else

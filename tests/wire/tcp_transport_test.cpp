@@ -2,6 +2,8 @@
 // process, but the adapter is forced onto TCP (SOFTNDK_ADAPTER_CONFIG.Transport), so every byte goes through
 // MPA/DDP/RDMAP on loopback and through the progress threads (also run under TSan).
 #include <net/if.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <numeric>
@@ -136,6 +138,40 @@ TEST_P(TcpCrcTransportTest, WIRE_LargeTransfersWithCrc32cArriveIntact) {
 
 TEST_P(TcpTransportTest, WIRE_SendsOfEverySizeUpToTheReceiveArrive) {
     for (ULONG length : {1u, 3u, 4u, 13u, 14u, 18u, 100u, 4096u, 3 * 4096u}) ExpectSendArrives(length);
+}
+
+// CM-05 on real ports: the fabric hands out ephemeral ports per process; one another process (here: plain
+// sockets) listens on is skipped, for a connector as for a listener.
+TEST_P(TcpTransportTest, WIRE_CM_05_ConnectSkipsEphemeralPortsTheHostHasTaken) {
+    NDK_SHARED_ENDPOINT* probe = CreateSharedEndpoint();  // learns the fabric's next port
+    SOCKADDR_IN bound{};
+    ULONG length = sizeof(bound);
+    ASSERT_EQ(probe->Dispatch->NdkGetLocalAddress(probe, reinterpret_cast<PSOCKADDR>(&bound), &length), STATUS_SUCCESS);
+    Close(&probe->Header);
+    std::vector<int> blockers;
+    for (uint16_t port = ntohs(bound.sin_port) + 1; blockers.size() < 3 && port != 0; ++port) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        SOCKADDR_IN address = Loopback(port);
+        if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 && listen(fd, 1) == 0)
+            blockers.push_back(fd);
+        else
+            close(fd);
+    }
+    ASSERT_EQ(blockers.size(), 3u);
+    NDK_QP* active_qp = CreateQp(cq_a_, cq_a_, nullptr);
+    NDK_QP* passive_qp = CreateQp(cq_b_, cq_b_, nullptr);
+    Connectors connectors = ConnectQps(active_qp, passive_qp);
+    ASSERT_NE(connectors.passive, nullptr);
+    SOCKADDR_IN local{};
+    length = sizeof(local);
+    ASSERT_EQ(connectors.active->Dispatch->NdkGetLocalAddress(connectors.active, reinterpret_cast<PSOCKADDR>(&local),
+                                                              &length),
+              STATUS_SUCCESS);
+    EXPECT_GE(ntohs(local.sin_port), 49152) << "still from the CM-05 range";
+    for (int fd : blockers) close(fd);
+    for (NDK_OBJECT_HEADER* object :
+         {&connectors.active->Header, &connectors.passive->Header, &active_qp->Header, &passive_qp->Header})
+        Close(object);
 }
 
 // QP-16 on the wire: the Write completes once it is out (iWARP has no acknowledgement); the responder's
