@@ -71,6 +71,9 @@ struct WireSide {
     bool disconnect_indicated = false;
     bool peer_closed = false;  // the peer's FIN
     bool failed = false;       // lost, terminated, refused
+    // CM-06: a connect over a shared endpoint holds its 4-tuple with the fabric until the connector lets go.
+    bool tuple_held = false;
+    cm::Endpoint tuple_local, tuple_remote;
 };
 
 struct ConnectorObject {
@@ -170,6 +173,8 @@ NTSTATUS WireGetConnectionData(ConnectorObject* connector, ULONG* inbound, ULONG
 NTSTATUS WireAddress(ConnectorObject* connector, PSOCKADDR address, ULONG* length, bool peer);
 NTSTATUS WireDisconnect(ConnectorObject* connector, NDK_FN_REQUEST_COMPLETION completion, PVOID context);
 bool WireTeardown(ConnectorObject* connector);
+// Gives back a shared-endpoint connect's 4-tuple (CM-06); idempotent.
+void ReleaseWireTuple(WireSide& side);
 void WireCancel(ConnectorObject* connector);
 // A listener's real port took a connection whose MPA Request is in (on its lane).
 void OfferWireConnection(ListenerObject* listener, std::shared_ptr<transport::TcpConnection> tcp);

@@ -181,7 +181,10 @@ uint32_t Cap(uint32_t value, uint32_t limit) {
 }  // namespace
 
 void UndoConnect(ConnectorObject* connector) {
-    if (connector->wire && connector->wire->tcp) connector->wire->tcp->Close(nullptr);  // the wire's attempt
+    if (connector->wire) {  // the wire's attempt
+        if (connector->wire->tcp) connector->wire->tcp->Close(nullptr);
+        ReleaseWireTuple(*connector->wire);
+    }
     if (std::shared_ptr<Connection> connection = connector->connection) {
         bool tuple_held;
         {

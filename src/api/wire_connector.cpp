@@ -149,7 +149,8 @@ void ArmTimeout(AdapterObject& adapter, const std::shared_ptr<WireSide>& side, C
                 uint32_t timeout_ms) {
     if (timeout_ms == 0) return;
     std::weak_ptr<WireSide> weak = side;
-    adapter.executor->PostAfter(std::chrono::milliseconds(timeout_ms), [weak, waiting] {
+    AdapterObject* owner = &adapter;
+    adapter.executor->PostAfter(std::chrono::milliseconds(timeout_ms), [weak, waiting, adapter = owner] {
         std::shared_ptr<WireSide> side = weak.lock();
         if (!side) return;
         Finish timed_out;
@@ -163,9 +164,10 @@ void ArmTimeout(AdapterObject& adapter, const std::shared_ptr<WireSide>& side, C
             side->state = ConnectorState::kDone;
             side->failed = true;
         }
-        side->tcp->Close(nullptr);
-        SetLastErrorText("the peer did not answer in time (CM-08)");
-        timed_out(STATUS_IO_TIMEOUT);
+        // The reset is out before the consumer hears of the timeout, so the peer's next step fails (CM-07).
+        side->tcp->Close([adapter, timed_out = std::move(timed_out)]() mutable {
+            Post(*adapter, std::move(timed_out), STATUS_IO_TIMEOUT);
+        });
     });
 }
 
@@ -200,6 +202,17 @@ NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, cons
     offer.peer_to_peer = true;  // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
     offer.write_rtr = true;
     offer.private_data.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+    if (connector->shared != nullptr) {  // CM-06: one connection per 4-tuple on a shared endpoint
+        if (!cm::Fabric::Instance().AddConnection(local, remote)) {
+            SetLastErrorText("NdkConnectWithSharedEndpoint: this 4-tuple is connected already (CM-06)");
+            UndoConnect(connector);
+            return STATUS_ADDRESS_ALREADY_EXISTS;
+        }
+        std::lock_guard lock(side->mutex);
+        side->tuple_held = true;
+        side->tuple_local = local;
+        side->tuple_remote = remote;
+    }
     auto undo = [connector] { UndoConnect(connector); };
     return RunRequest(
         adapter, function, connector->lifetime, completion, context,
@@ -246,7 +259,7 @@ NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID even
                           std::lock_guard lock(side->mutex);
                           if (!side->active || side->state != ConnectorState::kConnectReady || side->tcp->peer().reject)
                               return STATUS_CONNECTION_INVALID;  // CM-07: not connecting
-                          if (side->failed) {
+                          if (side->failed || side->tcp->StreamLost()) {
                               side->state = ConnectorState::kDone;
                               return STATUS_CONNECTION_ABORTED;  // CM-07: the accepting peer abandoned
                           }
@@ -392,8 +405,19 @@ void WireCancel(ConnectorObject* connector) {
 
 // The connector's close: an offered connection is refused, an established one aborted (the peer sees the
 // stream end). It pends until the lane is done with the QP and no post is inside it (CB-12: never waits).
+void ReleaseWireTuple(WireSide& side) {
+    bool held;
+    {
+        std::lock_guard lock(side.mutex);
+        held = side.tuple_held;
+        side.tuple_held = false;
+    }
+    if (held) cm::Fabric::Instance().RemoveConnection(side.tuple_local, side.tuple_remote);
+}
+
 bool WireTeardown(ConnectorObject* connector) {
     std::shared_ptr<WireSide> side = std::move(connector->wire);
+    ReleaseWireTuple(*side);
     std::shared_ptr<transport::TcpConnection> tcp;
     {
         std::lock_guard lock(side->mutex);
@@ -405,12 +429,16 @@ bool WireTeardown(ConnectorObject* connector) {
     struct Join {
         std::atomic<int> pending{2};
         ConnectorObject* connector;
+        // The QP calls into the connection until its last post left: it lives until both arrived.
+        std::shared_ptr<transport::TcpConnection> tcp;
     };
     auto join = std::make_shared<Join>();
     join->connector = connector;
+    join->tcp = tcp;
     auto arrive = [join] {
         if (join->pending.fetch_sub(1) != 1) return;
         ConnectorObject* closing = join->connector;
+        join->tcp.reset();
         closing->adapter->executor->Post([closing] {
             ReleaseConnectorHolds(closing);
             closing->lifetime.TeardownDone();

@@ -21,6 +21,7 @@ constexpr uint8_t kUntaggedBufferType = 2;
 inline uint32_t RemoteProtection(mem::AccessError error) {
     return TerminateProviderError(kRdmap, kRemoteProtectionType, mem::TerminateCode(error));
 }
+constexpr uint8_t kTaggedBufferType = 1;
 constexpr uint32_t kNoReceiveBuffer = TerminateProviderError(kDdp, kUntaggedBufferType, 0x02);
 constexpr uint32_t kMessageTooLong = TerminateProviderError(kDdp, kUntaggedBufferType, 0x05);
 constexpr uint32_t kCannotInvalidate = TerminateProviderError(kRdmap, kRemoteOperationType, 0x09);
@@ -28,11 +29,58 @@ constexpr uint32_t kLocalCatastrophic = TerminateProviderError(kRdmap, kLocalCat
 
 }  // namespace
 
+NTSTATUS RemoteRefusalStatus(uint32_t provider_error) {
+    const uint8_t layer = (provider_error >> 12) & 0xF, type = (provider_error >> 8) & 0xF;
+    const uint8_t code = provider_error & 0xFF;
+    if ((provider_error & 0x10000u) == 0) return STATUS_CONNECTION_ABORTED;
+    if (layer == kRdmap && type == kRemoteProtectionType) {  // RFC 5040 §7.2, as mem::TerminateCode numbers them
+        switch (code) {
+            case 0x00:
+                return STATUS_INVALID_HANDLE;
+            case 0x01:
+            case 0x04:  // TO wrap: beyond the region (QP-16)
+                return STATUS_REMOTE_RESOURCES;
+            case 0x02:
+                return STATUS_ACCESS_VIOLATION;
+            case 0x03:
+                return STATUS_ACCESS_DENIED;
+            default:
+                return STATUS_CONNECTION_ABORTED;
+        }
+    }
+    if (layer == kDdp && type == kTaggedBufferType) {  // RFC 5041 §7.2
+        switch (code) {
+            case 0x00:
+                return STATUS_INVALID_HANDLE;
+            case 0x01:
+            case 0x03:
+                return STATUS_REMOTE_RESOURCES;
+            case 0x02:
+                return STATUS_ACCESS_DENIED;
+            default:
+                return STATUS_CONNECTION_ABORTED;
+        }
+    }
+    if (provider_error == kMessageTooLong) return STATUS_BUFFER_OVERFLOW;
+    return STATUS_CONNECTION_ABORTED;
+}
+
 QueuePair::QueuePair(const Params& params) : params_(params) {}
 
 void QueuePair::PushInitiator(const NDK_RESULT_EX& result, ULONG flags) {
     if (NT_SUCCESS(result.Status) && (flags & NDK_OP_FLAG_SILENT_SUCCESS)) return;  // QP-10
-    if (!params_.initiator_cq->Push(result, false)) EnterError();
+    if (params_.initiator_cq->Push(result, false)) return;
+    // CQ-15: an overrun makes the QP unusable. The flush waits for the caller's next point without locks: this
+    // runs under order_mutex_, and maybe start_mutex_ (a Write that ended inside Submit).
+    State expected = State::kConnected;
+    if (state_.compare_exchange_strong(expected, State::kError)) flush_pending_.store(true, std::memory_order_release);
+}
+
+void QueuePair::FlushIfPending() {
+    if (flush_pending_.exchange(false, std::memory_order_acq_rel))
+        Flush();
+    else if (state() == State::kError)
+        CancelHeld();  // what was held while the QP went to error
 }
 
 void QueuePair::Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags,
@@ -141,7 +189,7 @@ bool QueuePair::Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE 
                       uint32_t rights, bool inline_data, NTSTATUS* status) {
     *status = STATUS_SUCCESS;
     if (guard.state() == State::kError) {  // after a terminate: accepted, completed as flushed
-        Complete(context, type, STATUS_CANCELLED, 0);
+        Complete(context, type, STATUS_CANCELLED, 0, error_cause());
         return false;
     }
     if (guard.state() != State::kConnected) {
@@ -176,6 +224,7 @@ NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request) {
             return STATUS_INSUFFICIENT_RESOURCES;
         }
         HandOver(request);
+        FlushIfPending();
         return STATUS_SUCCESS;
     }
     InboundResult result;
@@ -193,6 +242,7 @@ NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request) {
     }
     local_.Clear();
     Complete(request.context, request.type, result.status, request.flags, result.provider_error);
+    FlushIfPending();
     return STATUS_SUCCESS;
 }
 
@@ -231,6 +281,7 @@ void QueuePair::HandOver(const InitiatorRequest& request) {
 
 // QP-11: a fenced request starts once no read is outstanding; QP-19: at most ORD reads are outstanding.
 bool QueuePair::MayStartLocked(const TransportRequest& request) const {
+    if (state() == State::kError) return false;  // QP-21: held, then flushed by FlushIfPending
     if (request.fenced && reads_outstanding_ != 0) return false;
     return request.kind != TransportRequest::Kind::kRead || reads_outstanding_ < outbound_read_limit_;
 }
@@ -244,14 +295,17 @@ void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, Inbou
     request->local.Clear();  // the local buffers are released before the completion is visible
     handed_over_.fetch_sub(1, std::memory_order_acq_rel);
     FinishDeferred(request->ticket, result.status, result.provider_error);
-    if (request->kind == TransportRequest::Kind::kRead) {
-        std::lock_guard lock(start_mutex_);
-        --reads_outstanding_;
-        while (!held_.empty() && MayStartLocked(*held_.front())) {
-            std::unique_ptr<TransportRequest> next = std::move(held_.front());
-            held_.pop_front();
-            StartLocked(std::move(next));
+    if (request->kind == TransportRequest::Kind::kRead) {  // never inside Submit (transport.h): no lock is held
+        {
+            std::lock_guard lock(start_mutex_);
+            --reads_outstanding_;
+            while (!held_.empty() && MayStartLocked(*held_.front())) {
+                std::unique_ptr<TransportRequest> next = std::move(held_.front());
+                held_.pop_front();
+                StartLocked(std::move(next));
+            }
         }
+        FlushIfPending();
     }
     request.reset();
     gate_.Leave();  // last: the QP may be torn down once its gate is idle
@@ -267,7 +321,7 @@ void QueuePair::CancelHeld() {
     for (std::unique_ptr<TransportRequest>& request : held) {
         request->local.Clear();
         handed_over_.fetch_sub(1, std::memory_order_acq_rel);
-        FinishDeferred(request->ticket, STATUS_CANCELLED);
+        FinishDeferred(request->ticket, STATUS_CANCELLED, error_cause());
         request.reset();
         gate_.Leave();
     }
@@ -294,6 +348,7 @@ NTSTATUS QueuePair::Read(PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 
 void QueuePair::CancelReceive(PVOID context) {
     NDK_RESULT_EX result{};
     result.Status = STATUS_CANCELLED;
+    result.ProviderErrorCode = error_cause();  // CQ-14: why the receive was flushed
     result.QPContext = params_.context;
     result.RequestContext = context;
     result.Type = NdkOperationTypeReceive;
@@ -391,7 +446,9 @@ InboundResult QueuePair::ResolveTagged(uint32_t token, uint64_t address, uint64_
     mem::TokenRef grant;
     const mem::AccessError error =
         mem::CheckAccess(*params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, length, right}, &grant);
-    if (error != mem::AccessError::kNone) return {mem::RemoteAccessStatus(error), RemoteProtection(error)};
+    if (error != mem::AccessError::kNone)
+        return {mem::RemoteAccessStatus(error),
+                TaggedRefusalCause(mem::TerminateCode(error), right == mem::kRightRemoteWrite)};
     out->AddRange(std::move(grant), address, length);
     return {};
 }
@@ -429,7 +486,10 @@ void QueuePair::Associate(Transport* transport, uint32_t inbound_read_limit, uin
     outbound_read_limit_ = outbound_read_limit;
 }
 
-void QueuePair::EnterError(bool flush_receives) {
+void QueuePair::EnterError(bool flush_receives, uint32_t cause) {
+    if (state() != State::kConnected) return;
+    uint32_t none = 0;
+    if (cause != 0) error_cause_.compare_exchange_strong(none, cause, std::memory_order_acq_rel);
     State expected = State::kConnected;
     if (!state_.compare_exchange_strong(expected, State::kError)) return;
     if (flush_receives) Flush();  // CM-27: a graceful disconnect from the peer flushes nothing

@@ -83,8 +83,10 @@ public:
     void SetState(State state) { state_.store(state, std::memory_order_release); }
     State state() const { return state_.load(std::memory_order_acquire); }
     // Error state: initiator requests complete with STATUS_CANCELLED. A terminate flushes the receives; a
-    // graceful disconnect from the peer does not (CM-27).
-    void EnterError(bool flush_receives = true);
+    // graceful disconnect from the peer does not (CM-27). `cause` (a TerminateProviderError, 0 = none) is the
+    // ProviderErrorCode of every request flushed from now on, so the consumer learns why (CQ-14).
+    void EnterError(bool flush_receives = true, uint32_t cause = 0);
+    uint32_t error_cause() const { return error_cause_.load(std::memory_order_acquire); }
     // Stops new posts (QP-07/08). True when no post is running now; otherwise `on_idle` runs once the last one
     // has left (on its thread). Never waits (CB-12).
     bool Close(PostGate::IdleAction on_idle);
@@ -120,6 +122,7 @@ private:
     void CancelHeld();
     void Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags, uint32_t provider_error = 0);
     void PushInitiator(const NDK_RESULT_EX& result, ULONG flags);
+    void FlushIfPending();
     uint64_t Defer(PVOID context, NDK_OPERATION_TYPE type, ULONG flags);
     void ReapLocked();
     // Validates and gathers local SGEs into `out`; on an access error returns it and fills `error`.
@@ -137,6 +140,8 @@ private:
 
     Params params_;
     std::atomic<State> state_{State::kIdle};
+    std::atomic<uint32_t> error_cause_{0};    // set once, before the state leaves kConnected
+    std::atomic<bool> flush_pending_{false};  // an initiator CQ overrun: Flush() at the next point without locks
     PostGate gate_;
     Transport* transport_ = nullptr;
     bool transport_inline_ = true;

@@ -24,6 +24,17 @@ constexpr uint32_t TerminateProviderError(uint8_t layer, uint8_t type, uint8_t c
     return 0x10000u | (static_cast<uint32_t>(layer) << 12) | (static_cast<uint32_t>(type) << 8) | code;
 }
 
+// The cause a refused tagged access reports, one choice for every transport (RFC 5041 §7.2, RFC 5040 §7.2): a
+// Write's target STag, base/bounds and stream association are DDP tagged-buffer errors; rights, and every
+// check on a Read Request's source, are RDMAP remote protection errors. `code` is mem::TerminateCode's.
+constexpr uint32_t TaggedRefusalCause(uint8_t rdmap_code, bool write_target) {
+    if (!write_target || rdmap_code == 0x02) return TerminateProviderError(0, 1, rdmap_code);
+    return TerminateProviderError(1, 1, rdmap_code == 0x03 ? 0x02 : rdmap_code);  // DDP renumbers "not associated"
+}
+// The initiator's status for a request the peer refused with `provider_error` (the in-process statuses of
+// mem::RemoteAccessStatus and the receive checks); anything else aborts the connection.
+NTSTATUS RemoteRefusalStatus(uint32_t provider_error);
+
 // The peer's verdict on an inbound operation, as the initiator's completion status.
 struct InboundResult {
     NTSTATUS status = STATUS_SUCCESS;

@@ -106,8 +106,8 @@ bool InProcessLink::Arrive(bool by_first_caller) {
 void InProcessLink::Terminate(uint32_t provider_error) {
     if (terminated_.exchange(true)) return;
     // RFC 5040 §5.4: both ends of a terminated stream go to error; their receives are flushed.
-    qp_[0]->EnterError();
-    qp_[1]->EnterError();
+    qp_[0]->EnterError(true, provider_error);
+    qp_[1]->EnterError(true, provider_error);
     if (on_terminate_) on_terminate_(provider_error);
 }
 

@@ -2,6 +2,7 @@
 // Sending is in tcp_send.cpp, receiving FPDUs in tcp_receive.cpp.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -422,9 +423,21 @@ void TcpConnection::Disconnect() {
 void TcpConnection::Close(std::function<void()> on_done) {
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_, [self, on_done = std::move(on_done)] {
+        if (self->phase_ != Phase::kClosed && self->fd_ >= 0 && !self->peer_fin_.load() && !self->fin_pending_) {
+            const linger reset{1, 0};
+            setsockopt(self->fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+        }
         self->Shutdown(STATUS_CANCELLED, 0, false);
+        self->CloseSocket();  // half-closed after a Terminate until now
         if (on_done) on_done();
     });
+}
+
+bool TcpConnection::StreamLost() {
+    std::lock_guard lock(send_mutex_);
+    if (fd_ < 0) return true;
+    pollfd probe{fd_, POLLRDHUP, 0};
+    return ::poll(&probe, 1, 0) > 0 && (probe.revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0;
 }
 
 void TcpConnection::Terminate(uint32_t provider_error) {
@@ -452,6 +465,7 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
                                .c_str()
                          : "none");
     phase_ = Phase::kClosed;
+    end_cause_.store(provider_error);  // what a request that comes too late is flushed with (CQ-14)
     closed_.store(true);
     std::vector<Finished> finished;
     {
@@ -475,14 +489,27 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     if (qp_ != nullptr) {
         if (rx_->send_open) qp_->EndReceive(rx_->receive_context, 0, false, false, 0, STATUS_CANCELLED, 0);
         rx_->send_open = false;
-        qp_->EnterError(true);  // flushes the receives and the requests not yet handed over
+        qp_->EnterError(true, provider_error);  // flushes the receives and the requests not yet handed over
     }
     rx_->receive.Clear();
     rx_->grant.Clear();
-    CloseSocket();
+    if (close_after_send_)
+        HalfCloseSocket();  // a Terminate went out: the peer must read it before any reset (see there)
+    else
+        CloseSocket();
     RunFinished(&finished);
     qp_ = nullptr;
     if (emit) Emit(Event::kFailed, status);
+}
+
+// After a Terminate: FIN, stop reading, keep the descriptor until Close(). Closing it now, with the peer's
+// next FPDUs unread, would make the kernel send a reset that can overtake the Terminate at the peer.
+void TcpConnection::HalfCloseSocket() {
+    std::lock_guard lock(send_mutex_);
+    if (fd_ < 0) return;
+    if (watched_ != nullptr) progress_->Unwatch(watched_);
+    watched_ = nullptr;
+    ::shutdown(fd_, SHUT_WR);
 }
 
 void TcpConnection::CloseSocket() {

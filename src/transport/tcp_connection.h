@@ -101,8 +101,12 @@ public:
     // Graceful close: a FIN once everything queued is out. kPeerClosed reports the peer's FIN.
     void Disconnect();
     // Stops at once: outstanding requests are flushed, the socket is closed (no event follows). The QP is not
-    // touched from the lane any more once `on_done` runs (on the lane).
+    // touched from the lane any more once `on_done` runs (on the lane). Unless the stream ended gracefully or
+    // was refused, the close is an abort: a reset, so the peer learns of it at once (CM-26, CM-08).
     void Close(std::function<void()> on_done);
+    // True when the peer reset or closed the stream, even if the lane has not read that yet: a step the
+    // consumer takes now (NdkCompleteConnect) must not succeed on a dead connection (CM-07).
+    bool StreamLost();
 
     // ---- engine::Transport ----
     bool completes_inline() const override { return false; }
@@ -171,6 +175,7 @@ private:
     // Flushes everything outstanding and closes. `terminate`: send one first (a local error).
     void Shutdown(NTSTATUS status, uint32_t provider_error, bool emit);
     void CloseSocket();
+    void HalfCloseSocket();
 
     engine::ProgressEngine* const progress_;
     const uint64_t lane_;
@@ -184,6 +189,7 @@ private:
     Phase phase_;  // the lane's
     std::atomic<bool> closed_{false};
     std::atomic<bool> peer_fin_{false};
+    std::atomic<uint32_t> end_cause_{0};     // the Shutdown's provider error, set before closed_
     std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
 
     // MPA

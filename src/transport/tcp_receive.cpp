@@ -21,38 +21,6 @@ namespace {
 
 constexpr size_t kMaxIovecs = 64;
 
-// The RFC 5040 remote protection code the access check gave (mem::TerminateCode), as the cause DDP reports for
-// a tagged segment (RFC 5041 §7.2) or RDMAP for a Read Request's source (RFC 5040 §7.2).
-wire::TerminateCause TaggedCause(uint32_t provider_error, bool read_source) {
-    const uint8_t code = static_cast<uint8_t>(provider_error & 0xFF);
-    if (read_source) {
-        switch (code) {
-            case 0x00:
-                return wire::term::kRdmapInvalidStag;
-            case 0x01:
-                return wire::term::kRdmapBaseOrBounds;
-            case 0x02:
-                return wire::term::kRdmapAccessRights;
-            case 0x03:
-                return wire::term::kRdmapStagNotAssociated;
-            default:
-                return wire::term::kRdmapProtectionUnspecified;
-        }
-    }
-    switch (code) {
-        case 0x00:
-            return wire::term::kDdpTaggedInvalidStag;
-        case 0x01:
-            return wire::term::kDdpTaggedBaseOrBounds;
-        case 0x02:
-            return wire::term::kRdmapAccessRights;  // rights are RDMAP's check (RFC 5040 §7.2)
-        case 0x03:
-            return wire::term::kDdpTaggedStagNotAssociated;
-        default:
-            return wire::term::kRdmapProtectionUnspecified;
-    }
-}
-
 void CopyIntoPieces(const std::vector<engine::Piece>& pieces, uint64_t offset, const uint8_t* data, size_t size) {
     for (const engine::Piece& piece : pieces) {
         if (size == 0) return;
@@ -245,7 +213,7 @@ bool TcpConnection::PlanTagged(const uint8_t* head) {
         const engine::InboundResult access =
             qp_->ResolveTagged(header.stag, header.tagged_offset, rx.payload_size, mem::kRightRemoteWrite, &rx.grant);
         if (!NT_SUCCESS(access.status))
-            return Fail(TaggedCause(access.provider_error, false), STATUS_CONNECTION_ABORTED, head, offender);
+            return Fail(CauseOfProviderError(access.provider_error), STATUS_CONNECTION_ABORTED, head, offender);
         rx.place = rx.grant.pieces();
         rx.response_for = nullptr;
     } else {
@@ -399,8 +367,9 @@ bool TcpConnection::HandleReadRequest() {
         const engine::InboundResult access = qp_->ResolveTagged(read.source_stag, read.source_offset, read.size,
                                                                 mem::kRightRemoteRead, &response->source);
         if (!NT_SUCCESS(access.status))
-            return Fail(read.source_offset + read.size < read.source_offset ? wire::term::kRdmapToWrap
-                                                                            : TaggedCause(access.provider_error, true),
+            return Fail(read.source_offset + read.size < read.source_offset
+                            ? wire::term::kRdmapToWrap
+                            : CauseOfProviderError(access.provider_error),
                         STATUS_CONNECTION_ABORTED, rx.head, offender);
     }
     response->pieces = &response->source.pieces();
@@ -417,8 +386,41 @@ bool TcpConnection::HandleTerminate() {
     wire::TerminateMessage message;
     const wire::ParseResult decoded = wire::DecodeTerminateBody({rx.small, rx.payload_size}, &message);
     const wire::TerminateCause cause = decoded.ok() ? message.cause : wire::term::kRdmapOperationUnspecified;
+    const uint32_t provider_error = ProviderErrorOf(cause);
+    // The header copy names the refused message. A Read of ours is still outstanding: it completes with the
+    // status the refusal means, as in-process (QP-16); a Send or Write already completed when it left.
+    if (decoded.ok() && message.has_ddp_header) {
+        uint8_t copy[wire::kReadRequestHeaderSize];
+        size_t size = std::min(message.ddp_header.size(), sizeof(copy));
+        std::memcpy(copy, message.ddp_header.data(), size);
+        if (message.has_rdmap_header) {
+            const size_t more = std::min(message.rdmap_header.size(), sizeof(copy) - size);
+            std::memcpy(copy + size, message.rdmap_header.data(), more);
+            size += more;
+        }
+        wire::SegmentHeader offender;
+        const bool read_request = wire::ParseSegmentHeader({copy, size}, &offender).ok() &&
+                                  offender.opcode == wire::RdmapOpcode::kReadRequest;
+        if (read_request) {
+            std::unique_ptr<engine::TransportRequest> refused;
+            {
+                std::lock_guard lock(reads_mutex_);
+                for (auto it = reads_.begin(); it != reads_.end(); ++it) {
+                    if (it->sink_stag != offender.read.sink_stag) continue;
+                    refused = std::move(it->request);
+                    reads_.erase(it);
+                    break;
+                }
+            }
+            if (refused != nullptr) {
+                std::vector<Finished> finished;
+                finished.push_back({std::move(refused), {engine::RemoteRefusalStatus(provider_error), provider_error}});
+                RunFinished(&finished);
+            }
+        }
+    }
     // RFC 5040 §5.4: the stream is over; we answer nothing (siw does the same).
-    Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(cause), true);
+    Shutdown(STATUS_CONNECTION_ABORTED, provider_error, true);
     return false;
 }
 

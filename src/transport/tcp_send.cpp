@@ -68,10 +68,11 @@ void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
         if (closed_.load()) {
             // Never inside Submit for a read (transport.h): the flush completes on the lane.
             engine::TransportRequest* raw = request.release();
-            progress_->Post(lane_, [raw] {
+            const uint32_t cause = end_cause_.load();
+            progress_->Post(lane_, [raw, cause] {
                 std::unique_ptr<engine::TransportRequest> owned(raw);
                 engine::QueuePair* owner = owned->owner;
-                owner->OnSubmittedDone(std::move(owned), {STATUS_CANCELLED, 0});
+                owner->OnSubmittedDone(std::move(owned), {STATUS_CANCELLED, cause});
             });
             return;
         }
@@ -104,7 +105,7 @@ void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
 void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished) {
     std::lock_guard lock(send_mutex_);
     if (closed_.load() || fin_sent_) {
-        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, 0}});
+        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, end_cause_.load()}});
         return;
     }
     switch (message->opcode) {  // MSNs per queue, in wire order (RFC 5041 §5.1: the first is 1)

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "engine/transport.h"
 #include "support/ndk_test_support.h"
 
 namespace softndk::test {
@@ -225,6 +226,27 @@ protected:
         sge.Length = length;
         sge.MemoryRegionToken = mr->Dispatch->NdkGetLocalTokenFromMr(mr);
         return sge;
+    }
+    // The peer's verdict on a Write from A that was posted and returned STATUS_SUCCESS. In-process it is the
+    // Write's own status. Over TCP a Write completes when it leaves, so a one-byte Read behind it (last byte of
+    // B into the last byte of A; RFC 5040 §5.5 keeps the order) shows whether B took it, and the Terminate's
+    // cause says why not.
+    NTSTATUS VerdictOfWrite() {
+        const NDK_RESULT_EX written = Poll(cq_a_);
+        if (!OverTcp() || written.Status != STATUS_SUCCESS) {
+            if (OverTcp() && written.Status == STATUS_CANCELLED && written.ProviderErrorCode != 0)
+                return engine::RemoteRefusalStatus(written.ProviderErrorCode);
+            return written.Status;
+        }
+        NDK_SGE sink = Sge(mr_a_, buffer_a_->data() + buffer_a_->bytes() - 1, 1);
+        NTSTATUS posted =
+            qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_, buffer_b_->bytes() - 1),
+                                     mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0);
+        if (posted != STATUS_SUCCESS) return posted;
+        const NDK_RESULT_EX read = Poll(cq_a_);
+        if (read.Status == STATUS_CANCELLED && read.ProviderErrorCode != 0)
+            return engine::RemoteRefusalStatus(read.ProviderErrorCode);
+        return read.Status;
     }
     // Polls one completion (waits up to 5 s).
     NDK_RESULT_EX Poll(NDK_CQ* cq) {

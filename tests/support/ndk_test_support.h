@@ -143,6 +143,9 @@ protected:
         }
     }
     virtual void Customize(SOFTNDK_ADAPTER_CONFIG&) {}
+    // Over iWARP/TCP (SOFTNDK_TRANSPORT=tcp runs the suites there, issue 7 §5): a Send or Write completes when it
+    // leaves, so a refusal by the peer reaches the initiator only through the Terminate (RFC 5040 §5.4).
+    bool OverTcp() const { return config_.Transport == SOFTNDK_TRANSPORT_TCP; }
     virtual SOFTNDK_COMPLETION_MODE Mode() { return GetParam(); }
 
     NDK_ADAPTER_INFO Info() {

@@ -185,19 +185,23 @@ TEST_P(TcpTransportTest, WIRE_QP_16_WriteToAnUnknownTokenTerminatesBothSides) {
     EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
     NDK_SGE next = Sge(mr_a_, buffer_a_->data(), 8);
     ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &next, 1, 0), STATUS_SUCCESS);
-    EXPECT_EQ(Poll(cq_a_).Status, STATUS_CANCELLED);
+    const NDK_RESULT_EX flushed = Poll(cq_a_);
+    EXPECT_EQ(flushed.Status, STATUS_CANCELLED);
+    EXPECT_EQ(flushed.ProviderErrorCode, softndk::engine::TerminateProviderError(1, 1, 0x00))
+        << std::hex << flushed.ProviderErrorCode << ": later requests carry the cause (DDP tagged, invalid STag)";
     EXPECT_EQ(std::memcmp(before.data(), buffer_b_->data(), before.size()), 0) << "target memory changed";
 }
 
-// A Read is the one request that carries the peer's refusal itself: flushed with the Terminate's cause (CQ-14).
-TEST_P(TcpTransportTest, WIRE_CQ_14_ReadRefusedByThePeerIsFlushedWithTheTerminateCause) {
+// A Read is the one request that carries the peer's refusal itself: the Terminate's header copy names it, so it
+// completes with the status of the refusal (QP-16) and the Terminate's cause (CQ-14), as in-process.
+TEST_P(TcpTransportTest, WIRE_QP_16_CQ_14_ReadRefusedByThePeerCompletesWithTheRefusalAndItsCause) {
     std::memset(buffer_a_->data(), 0x3C, 64);
     NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_) + buffer_b_->bytes(),
                                        mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
               STATUS_SUCCESS);
     const NDK_RESULT_EX read = Poll(cq_a_);
-    EXPECT_EQ(read.Status, STATUS_CANCELLED);
+    EXPECT_EQ(read.Status, STATUS_REMOTE_RESOURCES);
     EXPECT_EQ(read.ProviderErrorCode, softndk::engine::TerminateProviderError(0, 1, 0x01))
         << std::hex << read.ProviderErrorCode << ": RDMAP remote protection, base or bounds";
     for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << "the sink is untouched";
