@@ -66,9 +66,11 @@ static NDK_RESULT_EX poll_one(side_t* side) {
 
 /* The server's wait for the next message: 0 when the client disconnected instead. */
 static int poll_or_disconnect(side_t* side, NDK_RESULT_EX* result) {
-    while (side->cq->Dispatch->NdkGetCqResultsEx(side->cq, result, 1) == 0)
-        if (g_disconnected) return 0;
-    return 1;
+    for (;;) {
+        const int disconnected = g_disconnected; /* read before the CQ: a completion queued first is still seen */
+        if (side->cq->Dispatch->NdkGetCqResultsEx(side->cq, result, 1) == 1) return 1;
+        if (disconnected) return 0;
+    }
 }
 
 static NDK_MR* register_buffer(side_t* side, void* buffer, size_t bytes, PMDL* mdl_out) {

@@ -283,9 +283,15 @@ NTSTATUS WireAccept(ConnectorObject* connector, QpObject* qp, uint32_t my_inboun
                     NDK_FN_REQUEST_COMPLETION completion, PVOID context, ProviderFunction function) {
     std::shared_ptr<WireSide> side = connector->wire;
     std::vector<uint8_t> reply_data(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+    // A failure before the connection reached the QP gives it back (the consumer may accept with it again, CM-08);
+    // a QP that was connected is spent (CM-28). The connection has let go of the QP before a failure is delivered
+    // (Shutdown clears its QP before it reports; a timeout reports once the close has run).
     auto undo = [connector, side] {
         std::lock_guard lock(side->mutex);
-        if (side->state != ConnectorState::kIncoming || connector->qp == nullptr) return;  // the QP is spent
+        if (connector->qp == nullptr) return;
+        const engine::QueuePair::State reached = connector->qp->qp.state();
+        if (reached == engine::QueuePair::State::kConnected || reached == engine::QueuePair::State::kError) return;
+        connector->qp->qp.SetState(engine::QueuePair::State::kIdle);
         connector->qp->associated = false;
         connector->qp->lifetime.Release();
         connector->qp = nullptr;

@@ -452,6 +452,11 @@ void TcpConnection::Terminate(uint32_t provider_error) {
 // The end, on the lane: everything outstanding is flushed (QP-21), the QP goes to error, the socket closes.
 void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit) {
     if (phase_ == Phase::kClosed) return;
+    // A responder that closes or resets before any byte of its Reply refused us: its listener went away with our
+    // connection still in its accept queue (CM-23), or it would not answer.
+    if (active_ && (phase_ == Phase::kConnecting || phase_ == Phase::kAwaitMpa) && mpa_in_.empty() &&
+        (status == STATUS_CONNECTION_RESET || status == STATUS_CONNECTION_ABORTED))
+        status = STATUS_CONNECTION_REFUSED;
     static const bool debug = std::getenv("SOFTNDK_WIRE_DEBUG") != nullptr;
     if (debug)
         std::fprintf(stderr, "softndk: %s connection %s -> %s ends in phase %d: status 0x%08X, cause %s\n",

@@ -218,19 +218,24 @@ bool TcpConnection::PlanTagged(const uint8_t* head) {
         rx.response_for = nullptr;
     } else {
         // A Read Response matches the oldest outstanding request exactly (siw-facts §3.7).
-        std::lock_guard lock(reads_mutex_);
-        OutstandingRead* front = reads_.empty() ? nullptr : &reads_.front();
-        const bool matches = front != nullptr && header.stag == front->sink_stag &&
-                             header.tagged_offset == front->received &&
-                             front->received + rx.payload_size <= front->total &&
-                             header.last == (front->received + rx.payload_size == front->total);
-        if (!matches)
-            return Fail(front == nullptr || header.stag != front->sink_stag ? wire::term::kDdpTaggedInvalidStag
-                                                                            : wire::term::kDdpTaggedBaseOrBounds,
-                        STATUS_CONNECTION_ABORTED, head, offender);
-        if (front->request)
-            SlicePieces(front->request->local.pieces(), header.tagged_offset, rx.payload_size, &rx.place);
-        rx.response_for = front;
+        wire::TerminateCause refusal{};
+        bool matches = false;
+        {
+            std::lock_guard lock(reads_mutex_);  // not held into Fail: Shutdown takes it (found by a crafted test)
+            OutstandingRead* front = reads_.empty() ? nullptr : &reads_.front();
+            matches = front != nullptr && header.stag == front->sink_stag && header.tagged_offset == front->received &&
+                      front->received + rx.payload_size <= front->total &&
+                      header.last == (front->received + rx.payload_size == front->total);
+            if (matches) {
+                if (front->request)
+                    SlicePieces(front->request->local.pieces(), header.tagged_offset, rx.payload_size, &rx.place);
+                rx.response_for = front;
+            } else {
+                refusal = front == nullptr || header.stag != front->sink_stag ? wire::term::kDdpTaggedInvalidStag
+                                                                              : wire::term::kDdpTaggedBaseOrBounds;
+            }
+        }
+        if (!matches) return Fail(refusal, STATUS_CONNECTION_ABORTED, head, offender);
     }
     rx.tagged_open = !header.last;
     rx.tagged_opcode = header.opcode;

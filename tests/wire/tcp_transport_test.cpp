@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
 
@@ -304,6 +305,82 @@ TEST_P(TcpCorruptReadTest, WIRE_CQ_14_ReadWithACorruptedRequestIsFlushedWithTheC
         << std::hex << read.ProviderErrorCode << ": LLP/MPA CRC error";
     for (int i = 0; i < 64; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << "the sink is untouched";
     ExpectTerminated();
+}
+
+// Wire fault: the sender stalls inside the first FPDU after the RTR. Nothing completes while it stalls; closing
+// the connector (an abort) then completes every request, flushed in posting order, and the peer hears of it once.
+class TcpStallTest : public TcpTransportTest {
+protected:
+    void SetUp() override {
+        faults_ = {};
+        faults_.StallAfterBytes = kFirstFpduAfterRtr + 100;
+        TcpTransportTest::SetUp();
+    }
+    void TearDown() override {
+        TcpTransportTest::TearDown();
+        faults_ = {};
+    }
+};
+SOFTNDK_ALL_MODES(TcpStallTest);
+
+TEST_P(TcpStallTest, WIRE_StalledStreamCompletesEveryRequestOnClose) {
+    constexpr int kWrites = 4;
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 3 * PAGE_SIZE);
+    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    for (int i = 0; i < kWrites; ++i)
+        ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1)), &sge, 1,
+                                            RemoteAddress(*buffer_b_), token, 0),
+                  STATUS_SUCCESS);
+    usleep(100000);
+    EXPECT_EQ(Pending(cq_a_), 0u) << "a stalled stream completes nothing";
+    EXPECT_EQ(disconnects_b_.count, 0);
+    Close(&connector_a_->Header);
+    connector_a_ = nullptr;
+    for (int i = 0; i < kWrites; ++i) {
+        const NDK_RESULT_EX result = Poll(cq_a_);
+        EXPECT_EQ(result.Status, STATUS_CANCELLED);
+        EXPECT_EQ(result.RequestContext, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1))) << "posting order";
+    }
+    EXPECT_TRUE(WaitFor([&] { return disconnects_b_.count == 1; }));
+    usleep(20000);
+    EXPECT_EQ(disconnects_b_.count, 1) << "once (CM-26)";
+}
+
+// Wire fault: every send waits first. The data path stays correct, only slower.
+class TcpDelayTest : public TcpTransportTest {
+protected:
+    static constexpr ULONG kDelayMicroseconds = 5000;
+    void SetUp() override {
+        faults_ = {};
+        faults_.DelayMicroseconds = kDelayMicroseconds;
+        TcpTransportTest::SetUp();
+    }
+    void TearDown() override {
+        TcpTransportTest::TearDown();
+        faults_ = {};
+    }
+};
+SOFTNDK_ALL_MODES(TcpDelayTest);
+
+TEST_P(TcpDelayTest, WIRE_DelayedSendsArriveIntactAndLater) {
+    constexpr int kSends = 4;
+    for (int i = 0; i < kSends; ++i) {
+        NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + i * 64, 64);
+        ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    }
+    for (int i = 0; i < kSends * 64; ++i) buffer_a_->data()[i] = static_cast<uint8_t>(i * 3 + 1);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kSends; ++i) {
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data() + i * 64, 64);
+        ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    }
+    for (int i = 0; i < kSends; ++i) {
+        EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+        EXPECT_EQ(Poll(cq_b_).BytesTransferred, 64u);
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::microseconds(kDelayMicroseconds))
+        << "the delay fault delayed nothing";
+    EXPECT_EQ(std::memcmp(buffer_a_->data(), buffer_b_->data(), kSends * 64), 0);
 }
 
 }  // namespace

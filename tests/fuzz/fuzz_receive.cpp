@@ -1,0 +1,243 @@
+// libFuzzer target (issue 7 §5): softndk's whole receive state machine, driven by a byte stream against
+// registered memory. Per input a raw TCP peer connects to a softndk listener, completes an MPA v2 handshake,
+// sends the input as its FPDU stream and closes; softndk's QP has two receives posted. Invariants checked:
+//  - no crash, no sanitizer report, no hang (the connection always ends);
+//  - bytes outside the registered span never change (canary pages on both sides of the MR);
+//  - the disconnect event comes at most once.
+// Placeholders let the fuzzer name real memory: DE AD BE EF becomes the MR's remote token, 0B AD C0 DE 0B AD C0 DE
+// the MR's base address (both big-endian, as on the wire).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <softndk/softndk.h>
+
+#include "wire/iwarp_wire.h"
+
+namespace {
+
+constexpr size_t kPages = 4;  // page 0 and 3: canaries; pages 1-2: registered
+constexpr uint8_t kCanary = 0xA5;
+
+struct Waiter {
+    std::atomic<bool> done{false};
+    std::atomic<NTSTATUS> status{STATUS_PENDING};
+    std::atomic<void*> object{nullptr};
+    static VOID OnRequest(PVOID context, NTSTATUS status) {
+        auto* self = static_cast<Waiter*>(context);
+        self->status = status;
+        self->done = true;
+    }
+    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
+        auto* self = static_cast<Waiter*>(context);
+        self->object = object;
+        self->status = status;
+        self->done = true;
+    }
+    static VOID OnClose(PVOID context) { static_cast<Waiter*>(context)->done = true; }
+    NTSTATUS Wait(NTSTATUS returned) {
+        if (returned != STATUS_PENDING) return returned;
+        for (int i = 0; i < 200000 && !done; ++i) usleep(10);
+        if (!done) {
+            std::fprintf(stderr, "fuzz_receive: a request never completed\n");
+            std::abort();
+        }
+        return status;
+    }
+};
+
+void Require(bool ok, const char* what) {
+    if (ok) return;
+    std::fprintf(stderr, "fuzz_receive: %s\n", what);
+    std::abort();
+}
+
+struct World {
+    NDK_ADAPTER* adapter = nullptr;
+    NDK_PD* pd = nullptr;
+    NDK_CQ* cq = nullptr;
+    NDK_MR* mr = nullptr;
+    NDK_LISTENER* listener = nullptr;
+    uint8_t* memory = nullptr;
+    MDL* mdl = nullptr;
+    uint16_t port = 0;
+    uint32_t token = 0;
+    uint64_t base = 0;
+    std::atomic<NDK_CONNECTOR*> incoming{nullptr};
+    std::atomic<int> disconnects{0};
+    static VOID OnConnect(PVOID context, NDK_CONNECTOR* connector) {
+        static_cast<World*>(context)->incoming = connector;
+    }
+    static VOID OnDisconnect(PVOID context) { ++static_cast<World*>(context)->disconnects; }
+    static VOID OnCq(PVOID, NTSTATUS) {}
+};
+
+template <class T>
+T* Created(Waiter& waiter, T* direct) {
+    return direct != nullptr ? direct : reinterpret_cast<T*>(waiter.object.load());
+}
+
+void Close(NDK_OBJECT_HEADER* object) {
+    Waiter closed;
+    // Every dispatch table starts with NdkCloseObject (ndkpi.h).
+    auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
+    if (close(object, &Waiter::OnClose, &closed) == STATUS_PENDING) {
+        closed.status = STATUS_PENDING;
+        closed.Wait(STATUS_PENDING);
+    }
+}
+
+World& Setup() {
+    static World* world = [] {
+        auto* w = new World;
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.Transport = SOFTNDK_TRANSPORT_TCP;
+        config.AcceptTimeoutMs = 1000;
+        Require(SoftNdkOpenAdapter(&config, &w->adapter) == STATUS_SUCCESS, "open adapter");
+        Waiter pd;
+        Require(
+            pd.Wait(w->adapter->Dispatch->NdkCreatePd(w->adapter, &Waiter::OnCreate, &pd, &w->pd)) == STATUS_SUCCESS,
+            "pd");
+        w->pd = Created(pd, w->pd);
+        Waiter cq;
+        Require(cq.Wait(w->adapter->Dispatch->NdkCreateCq(w->adapter, 256, &World::OnCq, w, nullptr, &Waiter::OnCreate,
+                                                          &cq, &w->cq)) == STATUS_SUCCESS,
+                "cq");
+        w->cq = Created(cq, w->cq);
+        w->memory = static_cast<uint8_t*>(
+            mmap(nullptr, kPages * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        Require(w->memory != MAP_FAILED, "mmap");
+        std::memset(w->memory, kCanary, kPages * PAGE_SIZE);
+        w->mdl = IoAllocateMdl(w->memory + PAGE_SIZE, 2 * PAGE_SIZE, FALSE, FALSE, nullptr);
+        Require(w->mdl != nullptr, "mdl");
+        MmProbeAndLockPages(w->mdl, KernelMode, IoModifyAccess);
+        Waiter mr;
+        Require(mr.Wait(w->pd->Dispatch->NdkCreateMr(w->pd, FALSE, &Waiter::OnCreate, &mr, &w->mr)) == STATUS_SUCCESS,
+                "mr");
+        w->mr = Created(mr, w->mr);
+        Waiter registered;
+        Require(registered.Wait(w->mr->Dispatch->NdkRegisterMr(
+                    w->mr, w->mdl, 2 * PAGE_SIZE,
+                    NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
+                    &Waiter::OnRequest, &registered)) == STATUS_SUCCESS,
+                "register");
+        w->token = w->mr->Dispatch->NdkGetRemoteTokenFromMr(w->mr);
+        w->base = reinterpret_cast<uint64_t>(w->memory + PAGE_SIZE);
+        Waiter listener;
+        Require(listener.Wait(w->adapter->Dispatch->NdkCreateListener(
+                    w->adapter, &World::OnConnect, w, &Waiter::OnCreate, &listener, &w->listener)) == STATUS_SUCCESS,
+                "listener");
+        w->listener = Created(listener, w->listener);
+        SOCKADDR_IN address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        Waiter listened;
+        Require(listened.Wait(w->listener->Dispatch->NdkListen(w->listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                               sizeof(address), &Waiter::OnRequest, &listened)) ==
+                    STATUS_SUCCESS,
+                "listen");
+        ULONG length = sizeof(address);
+        w->listener->Dispatch->NdkGetLocalAddress(w->listener, reinterpret_cast<PSOCKADDR>(&address), &length);
+        w->port = ntohs(address.sin_port);
+        return w;
+    }();
+    return *world;
+}
+
+void Substitute(std::vector<uint8_t>& bytes, const World& world) {
+    const uint8_t token_magic[4] = {0xDE, 0xAD, 0xBE, 0xEF};
+    const uint8_t base_magic[8] = {0x0B, 0xAD, 0xC0, 0xDE, 0x0B, 0xAD, 0xC0, 0xDE};
+    for (size_t i = 0; i + 8 <= bytes.size(); ++i) {
+        if (std::memcmp(&bytes[i], base_magic, 8) == 0)
+            for (int b = 0; b < 8; ++b) bytes[i + b] = static_cast<uint8_t>(world.base >> (56 - 8 * b));
+    }
+    for (size_t i = 0; i + 4 <= bytes.size(); ++i) {
+        if (std::memcmp(&bytes[i], token_magic, 4) == 0)
+            for (int b = 0; b < 4; ++b) bytes[i + b] = static_cast<uint8_t>(world.token >> (24 - 8 * b));
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    World& world = Setup();
+    world.incoming = nullptr;
+    world.disconnects = 0;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    Require(fd >= 0, "socket");
+    timeval timeout{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    SOCKADDR_IN address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(world.port);
+    Require(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0, "connect");
+    softndk::wire::MpaEnhancedWords words;
+    words.ird = 2;
+    words.ord = 2;
+    const softndk::wire::MpaFrame request = softndk::wire::MakeMpaRequest(false, &words, {});
+    std::vector<uint8_t> frame(softndk::wire::MpaFrameSize(request));
+    size_t written = 0;
+    softndk::wire::SerializeMpaFrame(request, frame, &written);
+    Require(::send(fd, frame.data(), written, MSG_NOSIGNAL) == static_cast<ssize_t>(written), "send request");
+    for (int i = 0; i < 200000 && world.incoming.load() == nullptr; ++i) usleep(10);
+    NDK_CONNECTOR* connector = world.incoming.load();
+    Require(connector != nullptr, "no connect event");
+    Waiter qp_created;
+    NDK_QP* qp = nullptr;
+    Require(qp_created.Wait(world.pd->Dispatch->NdkCreateQp(world.pd, world.cq, world.cq, nullptr, 16, 16, 4, 4, 64,
+                                                            &Waiter::OnCreate, &qp_created, &qp)) == STATUS_SUCCESS,
+            "qp");
+    qp = Created(qp_created, qp);
+    Waiter accepted;
+    Require(accepted.Wait(connector->Dispatch->NdkAccept(connector, qp, 2, 2, nullptr, 0, &World::OnDisconnect, &world,
+                                                         &Waiter::OnRequest, &accepted)) == STATUS_SUCCESS,
+            "accept");
+    for (int r = 0; r < 2; ++r) {
+        NDK_SGE sge{};
+        sge.VirtualAddress = world.memory + PAGE_SIZE + r * PAGE_SIZE;
+        sge.Length = 256;
+        sge.MemoryRegionToken = world.mr->Dispatch->NdkGetLocalTokenFromMr(world.mr);
+        qp->Dispatch->NdkReceive(qp, nullptr, &sge, 1);
+    }
+    std::vector<uint8_t> stream(data, data + size);
+    Substitute(stream, world);
+    // The Reply first (its length is fixed: no private data), then the fuzzed stream, then the end of it.
+    uint8_t reply[softndk::wire::kMpaHeaderSize + softndk::wire::kMpaEnhancedWordsSize];
+    size_t have = 0;
+    while (have < sizeof(reply)) {
+        const ssize_t got = ::recv(fd, reply + have, sizeof(reply) - have, 0);
+        if (got <= 0) break;
+        have += static_cast<size_t>(got);
+    }
+    if (!stream.empty()) ::send(fd, stream.data(), stream.size(), MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    // softndk closes after a Terminate; after a clean stream it waits for the consumer, so do not wait long.
+    timeval drain{0, 50000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &drain, sizeof(drain));
+    uint8_t sink[4096];
+    while (::recv(fd, sink, sizeof(sink), 0) > 0) {
+    }
+    ::close(fd);
+    Close(&connector->Header);
+    Close(&qp->Header);
+    NDK_RESULT results[32];
+    while (world.cq->Dispatch->NdkGetCqResults(world.cq, results, 32) > 0) {
+    }
+    Require(world.disconnects.load() <= 1, "more than one disconnect event");
+    for (size_t i = 0; i < PAGE_SIZE; ++i) {
+        Require(world.memory[i] == kCanary, "the page below the registration changed");
+        Require(world.memory[3 * PAGE_SIZE + i] == kCanary, "the page above the registration changed");
+    }
+    return 0;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Seeds for fuzz_receive: FPDU streams (CRC off) using the harness's placeholders.
+
+DE AD BE EF stands for the MR's remote token, 0B AD C0 DE 0B AD C0 DE for its base address.
+Usage: make_receive_seeds.py OUTPUT_DIR
+"""
+import os
+import struct
+import sys
+
+TOKEN = bytes.fromhex("DEADBEEF")
+BASE = bytes.fromhex("0BADC0DE0BADC0DE")
+
+
+def fpdu(ulpdu: bytes) -> bytes:
+    pad = (-(2 + len(ulpdu))) % 4
+    return struct.pack(">H", len(ulpdu)) + ulpdu + b"\0" * pad + b"\0" * 4  # zero CRC: CRC is off
+
+
+def untagged(opcode: int, qn: int, msn: int, mo: int = 0, last: bool = True) -> bytes:
+    return bytes([0x41 if last else 0x01, 0x40 | opcode]) + b"\0" * 4 + struct.pack(">III", qn, msn, mo)
+
+
+write = fpdu(bytes([0xC1, 0x40]) + TOKEN + BASE + bytes(range(64)))
+write_first = fpdu(bytes([0x81, 0x40]) + TOKEN + BASE + bytes(range(32)))  # L clear: more follows
+send = fpdu(untagged(3, 0, 1) + b"hello softndk send" * 2)
+send2 = fpdu(untagged(3, 0, 2) + b"second")
+read_request = fpdu(untagged(1, 1, 1) + struct.pack(">I", 0x1234) + b"\0" * 8 + struct.pack(">I", 64) + TOKEN + BASE)
+terminate = fpdu(untagged(7, 2, 1) + bytes([0x12, 0x03, 0x00, 0x00]))
+seeds = {
+    "write": write,
+    "send": send,
+    "read": read_request,
+    "mixed": write + send + read_request + send2,
+    "terminate": send + terminate,
+    "interleaved": write_first + send + write,
+}
+os.makedirs(sys.argv[1], exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(sys.argv[1], name), "wb") as out:
+        out.write(data)

@@ -1,0 +1,513 @@
+// Crafted-packet tests (issue 7 §5, eRPC's protocol-test style): a raw TCP socket plays the peer byte by byte
+// against softndk's receive side. Each case asserts the exact Terminate softndk sends (RFC 5040 layout, cause
+// from the IANA RDDP registry), what the consumer sees (flushed receive with the cause, one disconnect event) and
+// that no byte of registered memory changed.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+
+#include "engine/transport.h"
+#include "support/connected_pair.h"
+#include "wire/iwarp_wire.h"
+
+namespace softndk::test {
+namespace {
+
+namespace term = wire::term;
+using wire::RdmapOpcode;
+using wire::SegmentHeader;
+
+constexpr uint16_t kRawReadLimit = 1;  // the raw peer's IRD and ORD words
+
+class CraftedPacketTest : public ConnectedPairTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Transport = SOFTNDK_TRANSPORT_TCP;
+        config.AcceptTimeoutMs = 2000;
+    }
+    SOFTNDK_COMPLETION_MODE Mode() override { return SOFTNDK_COMPLETION_INLINE; }
+
+    void TearDown() override {
+        if (fd_ >= 0) ::close(fd_);
+        for (NDK_OBJECT_HEADER* object : {raw_connector_ ? &raw_connector_->Header : nullptr,
+                                          qp_c_ ? &qp_c_->Header : nullptr, cq_c_ ? &cq_c_->Header : nullptr})
+            if (object != nullptr) Close(object);
+        ConnectedPairTest::TearDown();
+    }
+
+    // ---- the raw peer's socket ----
+    void Dial() {
+        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        ASSERT_GE(fd_, 0);
+        timeval timeout{5, 0};
+        setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+        const int one = 1;
+        setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        SOCKADDR_IN address = Loopback(ListenerPort());
+        ASSERT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    }
+    void SendBytes(const std::vector<uint8_t>& bytes) {
+        ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    }
+    // Everything softndk sends until it closes (or 5 s pass).
+    std::vector<uint8_t> ReadUntilClosed() {
+        std::vector<uint8_t> all;
+        uint8_t chunk[4096];
+        for (;;) {
+            const ssize_t got = ::recv(fd_, chunk, sizeof(chunk), 0);
+            if (got <= 0) break;
+            all.insert(all.end(), chunk, chunk + got);
+        }
+        return all;
+    }
+    static std::vector<uint8_t> MpaBytes(const wire::MpaFrame& frame) {
+        std::vector<uint8_t> bytes(wire::MpaFrameSize(frame));
+        size_t written = 0;
+        EXPECT_EQ(wire::SerializeMpaFrame(frame, bytes, &written), wire::WireStatus::kOk);
+        bytes.resize(written);
+        return bytes;
+    }
+    static std::vector<uint8_t> GoodRequest(bool crc) {
+        wire::MpaEnhancedWords words;
+        words.ird = kRawReadLimit;
+        words.ord = kRawReadLimit;
+        return MpaBytes(wire::MakeMpaRequest(crc, &words, {}));  // no P2P: NdkAccept completes with the Reply
+    }
+
+    // ---- softndk's side: a fresh QP accepts the raw peer ----
+    bool AwaitConnectEvent(int milliseconds = 2000) {
+        return WaitFor([&] { return connect_events_.incoming.load() != nullptr; }, milliseconds);
+    }
+    void Accept() {
+        ASSERT_TRUE(AwaitConnectEvent());
+        raw_connector_ = connect_events_.incoming.load();
+        cq_c_ = CreateCq(kDepth, &cq_events_c_);
+        qp_c_ = CreateQp(cq_c_, cq_c_, reinterpret_cast<PVOID>(0xC));
+        Completion accepted;
+        NTSTATUS returned = raw_connector_->Dispatch->NdkAccept(raw_connector_, qp_c_, 4, 4, nullptr, 0,
+                                                                &DisconnectEvents::OnDisconnect, &disconnects_c_,
+                                                                &Completion::OnRequest, &accepted);
+        ASSERT_EQ(accepted.Wait(returned), STATUS_SUCCESS);
+    }
+    // MPA Request, then the Reply is read and checked. With `crc` both sides use CRC32c.
+    void Handshake(bool crc = false) {
+        crc_ = crc;
+        connect_events_.incoming = nullptr;
+        ASSERT_NO_FATAL_FAILURE(Dial());
+        ASSERT_NO_FATAL_FAILURE(SendBytes(GoodRequest(crc)));
+        ASSERT_NO_FATAL_FAILURE(Accept());
+        std::vector<uint8_t> reply;
+        wire::MpaFrame frame;
+        for (;;) {
+            uint8_t byte;
+            ASSERT_EQ(::recv(fd_, &byte, 1, 0), 1) << "the Reply";
+            reply.push_back(byte);
+            const wire::ParseResult parsed = wire::ParseMpaFrame(reply, wire::MpaFrameKind::kReply, &frame);
+            if (parsed.ok()) break;
+            ASSERT_EQ(parsed.status, wire::WireStatus::kNeedMoreBytes);
+        }
+        EXPECT_FALSE(frame.reject);
+        EXPECT_EQ(frame.crc, crc);
+    }
+
+    // ---- FPDUs ----
+    std::vector<uint8_t> Fpdu(const std::vector<uint8_t>& header, const std::vector<uint8_t>& payload = {}) {
+        std::vector<uint8_t> bytes(wire::FpduSize(header.size() + payload.size()));
+        size_t written = 0;
+        EXPECT_EQ(wire::SerializeFpdu(header, payload, crc_, bytes, &written), wire::WireStatus::kOk);
+        return bytes;
+    }
+    static std::vector<uint8_t> Header(const SegmentHeader& header) {
+        std::vector<uint8_t> bytes(wire::SegmentHeaderSize(header.opcode));
+        size_t written = 0;
+        EXPECT_EQ(wire::SerializeSegmentHeader(header, bytes, &written), wire::WireStatus::kOk);
+        return bytes;
+    }
+    std::vector<uint8_t> WriteFpdu(uint32_t stag, uint64_t offset, size_t length, bool last = true) {
+        return Fpdu(Header(wire::MakeWriteHeader(stag, offset, last)), std::vector<uint8_t>(length, 0xEE));
+    }
+    std::vector<uint8_t> SendFpdu(uint32_t msn, size_t length, uint32_t mo = 0) {
+        return Fpdu(Header(wire::MakeSendHeader(RdmapOpcode::kSend, msn, mo, true, 0)),
+                    std::vector<uint8_t>(length, 0xEE));
+    }
+    std::vector<uint8_t> ReadRequestFpdu(uint32_t msn, uint32_t source_stag, uint64_t source, uint32_t size) {
+        wire::ReadRequestFields read;
+        read.sink_stag = 0x1234;
+        read.size = size;
+        read.source_stag = source_stag;
+        read.source_offset = source;
+        return Fpdu(Header(wire::MakeReadRequestHeader(msn, read)));
+    }
+
+    // The Terminate among what softndk sent before closing, if any.
+    std::optional<wire::TerminateMessage> TerminateIn(const std::vector<uint8_t>& bytes) {
+        terminate_bytes_ = bytes;
+        size_t at = 0;
+        while (at < terminate_bytes_.size()) {
+            wire::FpduView view;
+            const wire::ParseResult fpdu = wire::ParseFpdu(std::span(terminate_bytes_).subspan(at), crc_, &view);
+            if (!fpdu.ok()) break;
+            at += fpdu.size;
+            SegmentHeader header;
+            const wire::ParseResult parsed = wire::ParseUlpduHeader(view.ulpdu, &header);
+            if (!parsed.ok() || header.opcode != RdmapOpcode::kTerminate) continue;
+            wire::TerminateMessage message;
+            if (!wire::DecodeTerminateBody(view.ulpdu.subspan(parsed.size), &message).ok()) return std::nullopt;
+            EXPECT_EQ(message.layout, wire::TerminateLayout::kRfc5040);
+            return message;
+        }
+        return std::nullopt;
+    }
+    // The whole assertion of one case: `sent` went out, softndk answers with a Terminate of `cause` (whose header
+    // copy starts with the offending FPDU's DDP header), closes, flushes C's receive with the cause and tells
+    // the consumer once; no byte of B's buffer changed.
+    void ExpectTerminate(const std::vector<uint8_t>& sent, wire::TerminateCause cause, bool header_copied = true) {
+        const std::vector<uint8_t> before = Snapshot();
+        NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + 3 * PAGE_SIZE, 16);
+        ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x99), &receive, 1), STATUS_SUCCESS);
+        SendBytes(sent);
+        const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+        ASSERT_TRUE(terminate.has_value()) << "no Terminate before the close";
+        EXPECT_EQ(terminate->cause, cause)
+            << wire::FormatTerminateCause(terminate->cause) << " instead of " << wire::FormatTerminateCause(cause);
+        if (header_copied) {
+            ASSERT_TRUE(terminate->has_ddp_header);
+            EXPECT_EQ(std::memcmp(terminate->ddp_header.data(), sent.data() + wire::kFpduLengthSize,
+                                  terminate->ddp_header.size()),
+                      0)
+                << "the header copy is the offending FPDU's";
+        }
+        EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; })) << "the disconnect event, once";
+        const NDK_RESULT_EX flushed = PollC();
+        EXPECT_EQ(flushed.Status, STATUS_CANCELLED);
+        EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(0x99));
+        EXPECT_EQ(flushed.ProviderErrorCode,
+                  engine::TerminateProviderError(static_cast<uint8_t>(cause.layer), cause.etype, cause.code));
+        ExpectUnchanged(before);
+        usleep(10000);
+        EXPECT_EQ(disconnects_c_.count, 1);
+    }
+    NDK_RESULT_EX PollC() { return Poll(cq_c_); }
+    std::vector<uint8_t> Snapshot() { return {buffer_b_->data(), buffer_b_->data() + buffer_b_->bytes()}; }
+    void ExpectUnchanged(const std::vector<uint8_t>& before) {
+        EXPECT_EQ(std::memcmp(before.data(), buffer_b_->data(), before.size()), 0) << "registered memory changed";
+    }
+    uint32_t Token() { return mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_); }
+    uint64_t Base() { return RemoteAddress(*buffer_b_); }
+    // The MPA phase: softndk closes without a connect event; `reject` when it answers with a Reject first.
+    void ExpectRefusedRequest(const std::vector<uint8_t>& request, bool reject) {
+        connect_events_.incoming = nullptr;
+        ASSERT_NO_FATAL_FAILURE(Dial());
+        SendBytes(request);
+        const std::vector<uint8_t> answer = ReadUntilClosed();
+        if (reject) {
+            wire::MpaFrame frame;
+            ASSERT_TRUE(wire::ParseMpaFrame(answer, wire::MpaFrameKind::kReply, &frame).ok()) << answer.size();
+            EXPECT_TRUE(frame.reject);
+        } else {
+            EXPECT_TRUE(answer.empty()) << answer.size() << " bytes: closed without an answer";
+        }
+        EXPECT_FALSE(AwaitConnectEvent(100)) << "the consumer never hears of it";
+    }
+
+    int fd_ = -1;
+    bool crc_ = false;
+    std::vector<uint8_t> terminate_bytes_;
+    NDK_CONNECTOR* raw_connector_ = nullptr;
+    NDK_CQ* cq_c_ = nullptr;
+    NDK_QP* qp_c_ = nullptr;
+    CqEvents cq_events_c_;
+    DisconnectEvents disconnects_c_;
+};
+
+// ---- MPA (RFC 5044 §7.1, RFC 6581) ----
+TEST_F(CraftedPacketTest, WIRE_MpaBadKeyIsClosedWithoutAnswer) {
+    std::vector<uint8_t> request = GoodRequest(false);
+    request[3] = 'X';
+    ExpectRefusedRequest(request, false);
+}
+
+TEST_F(CraftedPacketTest, WIRE_MpaRevision3IsClosedWithoutAnswer) {
+    std::vector<uint8_t> request = GoodRequest(false);
+    request[17] = 3;  // Rev
+    ExpectRefusedRequest(request, false);
+}
+
+TEST_F(CraftedPacketTest, WIRE_MpaMarkersRequestedGetAReject) {
+    std::vector<uint8_t> request = GoodRequest(false);
+    request[16] |= wire::kMpaFlagMarkers;
+    ExpectRefusedRequest(request, true);
+}
+
+TEST_F(CraftedPacketTest, WIRE_MpaEnhancedFlagWithoutIrdOrdGetsAReject) {
+    wire::MpaFrame frame = wire::MakeMpaRequest(false, nullptr, {});
+    std::vector<uint8_t> request = MpaBytes(frame);
+    request[16] |= wire::kMpaFlagEnhanced;  // H, but PD_Length 0
+    request[17] = 2;
+    ExpectRefusedRequest(request, true);
+}
+
+TEST_F(CraftedPacketTest, WIRE_MpaPrivateDataOver512IsClosedWithoutAnswer) {
+    std::vector<uint8_t> request = GoodRequest(false);
+    request[18] = 0x02;  // PD_Length 513
+    request[19] = 0x01;
+    request.resize(request.size() - 4 + 513, 0);
+    ExpectRefusedRequest(request, false);
+}
+
+TEST_F(CraftedPacketTest, WIRE_MpaTruncatedRequestThenCloseIsDropped) {
+    std::vector<uint8_t> request = GoodRequest(false);
+    request.resize(request.size() - 2);
+    connect_events_.incoming = nullptr;
+    ASSERT_NO_FATAL_FAILURE(Dial());
+    SendBytes(request);
+    ::shutdown(fd_, SHUT_WR);
+    EXPECT_TRUE(ReadUntilClosed().empty());
+    EXPECT_FALSE(AwaitConnectEvent(100));
+}
+
+TEST_F(CraftedPacketTest, WIRE_MpaBytesQueuedBehindTheRequestCloseTheConnection) {
+    std::vector<uint8_t> request = GoodRequest(false);
+    for (uint8_t byte : SendFpdu(1, 8)) request.push_back(byte);  // an FPDU before the Reply (siw-facts §3.4)
+    ExpectRefusedRequest(request, false);
+}
+
+// CM-03 with an MPA rev 1 peer (no IRD/ORD words): accepted, read limits of 1 each way (spec-decisions).
+TEST_F(CraftedPacketTest, WIRE_CM_03_Rev1PeerIsAcceptedWithReadLimitsOfOne) {
+    connect_events_.incoming = nullptr;
+    ASSERT_NO_FATAL_FAILURE(Dial());
+    SendBytes(MpaBytes(wire::MakeMpaRequest(false, nullptr, {})));
+    ASSERT_TRUE(AwaitConnectEvent());
+    NDK_CONNECTOR* passive = connect_events_.incoming.load();
+    ULONG inbound = 0, outbound = 0, length = 0;
+    EXPECT_EQ(passive->Dispatch->NdkGetConnectionData(passive, &inbound, &outbound, nullptr, &length), STATUS_SUCCESS);
+    EXPECT_EQ(inbound, 1u);
+    EXPECT_EQ(outbound, 1u);
+    EXPECT_EQ(length, 0u);
+    ASSERT_NO_FATAL_FAILURE(Accept());
+    std::vector<uint8_t> reply(wire::kMpaHeaderSize);
+    ASSERT_EQ(::recv(fd_, reply.data(), reply.size(), MSG_WAITALL), static_cast<ssize_t>(reply.size()));
+    wire::MpaFrame frame;
+    ASSERT_TRUE(wire::ParseMpaFrame(reply, wire::MpaFrameKind::kReply, &frame).ok());
+    EXPECT_EQ(frame.revision, 1) << "answered in the peer's revision";
+    EXPECT_FALSE(frame.enhanced);
+}
+
+// ---- FPDU framing and versions ----
+TEST_F(CraftedPacketTest, WIRE_FpduShorterThanItsHeaderTerminatesWithLlpError) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    std::vector<uint8_t> bytes(2 + 10, 0x41);
+    bytes[0] = 0x00;  // ULPDU length 10: no DDP header fits
+    bytes[1] = 0x0A;
+    ExpectTerminate(bytes, term::kLlpMarkerError, false);
+}
+
+TEST_F(CraftedPacketTest, WIRE_FpduLongerThanItsFrameWithCrcChangesNothing) {
+    ASSERT_NO_FATAL_FAILURE(Handshake(true));
+    const std::vector<uint8_t> before = Snapshot();
+    std::vector<uint8_t> bytes = WriteFpdu(Token(), Base(), 256);
+    bytes[0] = 0x08;  // the length field claims 2 KiB more than the frame holds; the stream then ends
+    bytes.resize(bytes.size() - 4);
+    SendBytes(bytes);
+    ::shutdown(fd_, SHUT_WR);
+    ReadUntilClosed();
+    EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; }));
+    ExpectUnchanged(before);
+}
+
+TEST_F(CraftedPacketTest, WIRE_BadCrcTerminatesAndChangesNothing) {
+    ASSERT_NO_FATAL_FAILURE(Handshake(true));
+    std::vector<uint8_t> bytes = WriteFpdu(Token(), Base(), 64);
+    bytes.back() ^= 0x01;
+    ExpectTerminate(bytes, term::kLlpCrcError, false);  // an FPDU that failed its CRC is not copied back
+}
+
+TEST_F(CraftedPacketTest, WIRE_WrongDdpVersionTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    std::vector<uint8_t> header = Header(wire::MakeWriteHeader(Token(), Base(), true));
+    header[0] = (header[0] & ~0x03) | 0x02;  // DV 2
+    ExpectTerminate(Fpdu(header, std::vector<uint8_t>(8, 1)), term::kDdpTaggedInvalidVersion);
+}
+
+TEST_F(CraftedPacketTest, WIRE_WrongRdmapVersionTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    std::vector<uint8_t> header = Header(wire::MakeSendHeader(RdmapOpcode::kSend, 1, 0, true, 0));
+    header[1] = (header[1] & 0x3F) | 0x80;  // RV 2
+    ExpectTerminate(Fpdu(header, std::vector<uint8_t>(8, 1)), term::kRdmapInvalidVersion);
+}
+
+TEST_F(CraftedPacketTest, WIRE_UnknownOpcodeTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    std::vector<uint8_t> header = Header(wire::MakeSendHeader(RdmapOpcode::kSend, 1, 0, true, 0));
+    header[1] = (header[1] & 0xF0) | 0x0C;  // opcode 12
+    ExpectTerminate(Fpdu(header, std::vector<uint8_t>(8, 1)), term::kRdmapUnexpectedOpcode);
+}
+
+// ---- tagged segments: the one access check, as DDP reports it (RFC 5041 §7.2) ----
+TEST_F(CraftedPacketTest, WIRE_TaggedUnknownStagTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(WriteFpdu(0x00FFFF42, Base(), 64), term::kDdpTaggedInvalidStag);
+}
+
+TEST_F(CraftedPacketTest, WIRE_TaggedWrongKeyTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(WriteFpdu(Token() ^ 0x5A, Base(), 64), term::kDdpTaggedInvalidStag);
+}
+
+TEST_F(CraftedPacketTest, WIRE_TaggedStagOfAnotherPdTerminates) {
+    NDK_PD* other_pd = CreatePd();
+    Completion created;
+    NDK_MR* other = nullptr;
+    ASSERT_EQ(created.Wait(other_pd->Dispatch->NdkCreateMr(other_pd, FALSE, &Completion::OnCreate, &created, &other)),
+              STATUS_SUCCESS);
+    if (other == nullptr) other = reinterpret_cast<NDK_MR*>(created.object());
+    ASSERT_EQ(Register(other, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(WriteFpdu(other->Dispatch->NdkGetRemoteTokenFromMr(other), Base(), 64),
+                    term::kDdpTaggedStagNotAssociated);
+    Close(&other->Header);
+    Close(&other_pd->Header);
+}
+
+TEST_F(CraftedPacketTest, WIRE_TaggedOutOfBoundsTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(WriteFpdu(Token(), Base() + buffer_b_->bytes() - 32, 64), term::kDdpTaggedBaseOrBounds);
+}
+
+TEST_F(CraftedPacketTest, WIRE_TaggedOffsetThatWrapsTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(WriteFpdu(Token(), ~uint64_t{0} - 16, 64), term::kDdpTaggedToWrap);
+}
+
+TEST_F(CraftedPacketTest, WIRE_TaggedWithoutRightsTerminates) {
+    NDK_MR* read_only = CreateMr(false);
+    ASSERT_EQ(Register(read_only, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(WriteFpdu(read_only->Dispatch->NdkGetRemoteTokenFromMr(read_only), Base(), 64),
+                    term::kRdmapAccessRights);
+    Close(&read_only->Header);
+}
+
+// ---- untagged segments (RFC 5041 §5, §7.3) ----
+TEST_F(CraftedPacketTest, WIRE_UntaggedWrongQueueNumberTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    SegmentHeader header = wire::MakeSendHeader(RdmapOpcode::kSend, 1, 0, true, 0);
+    std::vector<uint8_t> bytes = Header(header);
+    bytes[9] = 3;  // QN 3 (big-endian word at 6..9)
+    ExpectTerminate(Fpdu(bytes, std::vector<uint8_t>(8, 1)), term::kDdpUntaggedInvalidQn);
+}
+
+TEST_F(CraftedPacketTest, WIRE_UntaggedWrongMsnTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(SendFpdu(7, 8), term::kDdpUntaggedMsnRange);
+}
+
+TEST_F(CraftedPacketTest, WIRE_UntaggedWrongMessageOffsetTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(SendFpdu(1, 8, 100), term::kDdpUntaggedInvalidMo);
+}
+
+TEST_F(CraftedPacketTest, WIRE_SendLargerThanTheReceiveTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    const std::vector<uint8_t> before = Snapshot();
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 16);
+    ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x98), &receive, 1), STATUS_SUCCESS);
+    SendBytes(SendFpdu(1, 17));
+    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+    ASSERT_TRUE(terminate.has_value());
+    EXPECT_EQ(terminate->cause, term::kDdpUntaggedMessageTooLong);
+    EXPECT_EQ(PollC().Status, STATUS_BUFFER_OVERFLOW) << "the receive that was too small";
+    EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; }));
+    ExpectUnchanged(before);
+}
+
+TEST_F(CraftedPacketTest, WIRE_SendWithNoReceivePostedTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    SendBytes(SendFpdu(1, 8));
+    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+    ASSERT_TRUE(terminate.has_value());
+    EXPECT_EQ(terminate->cause, term::kDdpUntaggedNoBuffer);
+    EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; }));
+}
+
+// ---- reads (RFC 5040 §5.2, §6.3) ----
+TEST_F(CraftedPacketTest, WIRE_ReadResponseWithoutRequestTerminates) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    ExpectTerminate(Fpdu(Header(wire::MakeReadResponseHeader(0x777, 0, true)), std::vector<uint8_t>(16, 2)),
+                    term::kDdpTaggedInvalidStag);
+}
+
+TEST_F(CraftedPacketTest, WIRE_InterleavedTaggedMessagesTerminate) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    std::vector<uint8_t> bytes = WriteFpdu(Token(), Base(), 32, false);  // L clear: the message goes on
+    const std::vector<uint8_t> other = WriteFpdu(Token(), Base() + PAGE_SIZE, 32, true);
+    bytes.insert(bytes.end(), other.begin(), other.end());
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + 3 * PAGE_SIZE, 16);
+    ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, nullptr, &receive, 1), STATUS_SUCCESS);
+    SendBytes(bytes);
+    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+    ASSERT_TRUE(terminate.has_value());
+    EXPECT_EQ(terminate->cause, term::kRdmapUnexpectedOpcode) << wire::FormatTerminateCause(terminate->cause);
+    EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; }));
+    EXPECT_EQ(buffer_b_->data()[PAGE_SIZE], 0) << "the second Write placed nothing";
+}
+
+// ---- a Terminate from the peer (RFC 5040 §4.8; siw's x86 layout, siw-facts §3.9) ----
+class CraftedTerminateTest : public CraftedPacketTest {
+protected:
+    void ExpectReceived(const std::vector<uint8_t>& body, wire::TerminateCause cause) {
+        ASSERT_NO_FATAL_FAILURE(Handshake());
+        NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 16);
+        ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x97), &receive, 1), STATUS_SUCCESS);
+        SendBytes(Fpdu(Header(wire::MakeTerminateHeader()), body));
+        EXPECT_FALSE(TerminateIn(ReadUntilClosed()).has_value()) << "a Terminate is never answered";
+        EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; }));
+        const NDK_RESULT_EX flushed = PollC();
+        EXPECT_EQ(flushed.Status, STATUS_CANCELLED);
+        EXPECT_EQ(flushed.ProviderErrorCode,
+                  engine::TerminateProviderError(static_cast<uint8_t>(cause.layer), cause.etype, cause.code));
+    }
+};
+
+TEST_F(CraftedTerminateTest, WIRE_ReceivedTerminateInRfcLayoutFlushesWithItsCause) {
+    std::vector<uint8_t> body(wire::TerminateBodySize(term::kDdpUntaggedMsnRange, {}));
+    size_t written = 0;
+    ASSERT_EQ(wire::BuildTerminateBody(term::kDdpUntaggedMsnRange, {}, body, &written), wire::WireStatus::kOk);
+    body.resize(written);
+    ExpectReceived(body, term::kDdpUntaggedMsnRange);
+}
+
+TEST_F(CraftedTerminateTest, WIRE_ReceivedTerminateInSiwLayoutFlushesWithItsCause) {
+    // siw's bitfield layout: EType<<4 | Layer, flags M/D in the low bits, then the Send's 18-byte header.
+    const std::vector<uint8_t> body = {0x21, 0x03, 0x03, 0x00, 0x00, 0x10, 0x41, 0x43, 0x00, 0x00, 0x00, 0x00,
+                                       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00};
+    ExpectReceived(body, term::kDdpUntaggedMsnRange);
+}
+
+// ---- a peer that stalls inside an FPDU: nothing is placed or completed meanwhile, then it goes on ----
+TEST_F(CraftedPacketTest, WIRE_PeerStallingInsideAnFpduIsWaitedFor) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);
+    ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x96), &receive, 1), STATUS_SUCCESS);
+    const std::vector<uint8_t> send = SendFpdu(1, 40);
+    SendBytes({send.begin(), send.begin() + 11});  // inside the DDP header
+    usleep(50000);
+    NDK_RESULT_EX none{};
+    EXPECT_EQ(cq_c_->Dispatch->NdkGetCqResultsEx(cq_c_, &none, 1), 0u);
+    SendBytes({send.begin() + 11, send.begin() + 40});  // inside the payload
+    usleep(50000);
+    EXPECT_EQ(cq_c_->Dispatch->NdkGetCqResultsEx(cq_c_, &none, 1), 0u);
+    EXPECT_EQ(disconnects_c_.count, 0);
+    SendBytes({send.begin() + 40, send.end()});
+    const NDK_RESULT_EX received = PollC();
+    EXPECT_EQ(received.Status, STATUS_SUCCESS);
+    EXPECT_EQ(received.BytesTransferred, 40u);
+    EXPECT_EQ(buffer_b_->data()[39], 0xEE);
+}
+
+}  // namespace
+}  // namespace softndk::test
