@@ -285,11 +285,7 @@ TEST_P(QpTest, QP_AccessStaleKeyFailsInvalidHandle) {
 
 TEST_P(QpTest, QP_AccessTokenOfAnotherPdFailsAccessDenied) {
     NDK_PD* other_pd = CreatePd();
-    Completion created;
-    NDK_MR* other = nullptr;
-    ASSERT_EQ(created.Wait(other_pd->Dispatch->NdkCreateMr(other_pd, FALSE, &Completion::OnCreate, &created, &other)),
-              STATUS_SUCCESS);
-    if (other == nullptr) other = reinterpret_cast<NDK_MR*>(created.object());
+    NDK_MR* other = CreateMr(false, other_pd);
     LockedBuffer target(1);
     ASSERT_EQ(Register(other, target.mdl(), target.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     std::vector<uint8_t> before(target.data(), target.data() + target.bytes());

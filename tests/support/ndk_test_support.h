@@ -161,11 +161,13 @@ protected:
         EXPECT_EQ(status, STATUS_SUCCESS);
         return pd != nullptr ? pd : reinterpret_cast<NDK_PD*>(done.object());
     }
-    NDK_MR* CreateMr(bool fast) {
+    // An MR of the fixture's PD, or of `pd`.
+    NDK_MR* CreateMr(bool fast, NDK_PD* pd = nullptr) {
+        pd = pd != nullptr ? pd : pd_;
         Completion done;
         NDK_MR* mr = nullptr;
         NTSTATUS status =
-            done.Wait(pd_->Dispatch->NdkCreateMr(pd_, fast ? TRUE : FALSE, &Completion::OnCreate, &done, &mr));
+            done.Wait(pd->Dispatch->NdkCreateMr(pd, fast ? TRUE : FALSE, &Completion::OnCreate, &done, &mr));
         EXPECT_EQ(status, STATUS_SUCCESS);
         return mr != nullptr ? mr : reinterpret_cast<NDK_MR*>(done.object());
     }

@@ -360,11 +360,7 @@ TEST_F(CraftedPacketTest, WIRE_TaggedWrongKeyTerminates) {
 
 TEST_F(CraftedPacketTest, WIRE_TaggedStagOfAnotherPdTerminates) {
     NDK_PD* other_pd = CreatePd();
-    Completion created;
-    NDK_MR* other = nullptr;
-    ASSERT_EQ(created.Wait(other_pd->Dispatch->NdkCreateMr(other_pd, FALSE, &Completion::OnCreate, &created, &other)),
-              STATUS_SUCCESS);
-    if (other == nullptr) other = reinterpret_cast<NDK_MR*>(created.object());
+    NDK_MR* other = CreateMr(false, other_pd);
     ASSERT_EQ(Register(other, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     ASSERT_NO_FATAL_FAILURE(Handshake());
     ExpectTerminate(WriteFpdu(other->Dispatch->NdkGetRemoteTokenFromMr(other), Base(), 64),

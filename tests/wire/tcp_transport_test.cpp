@@ -35,9 +35,11 @@ protected:
     void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
         config.Transport = SOFTNDK_TRANSPORT_TCP;
         config.MpaCrc = Crc() ? 1 : 0;
-        config.WireFaults = faults_;
+        config.WireFaults = {};
+        Faults(config.WireFaults);
     }
     virtual bool Crc() { return false; }
+    virtual void Faults(SOFTNDK_WIRE_FAULTS&) {}  // issue 7 §5: the fault fixtures set theirs
     void Release(ScatteredRegion& region) {
         Close(&region.mr->Header);
         region.mdl->MdlFlags &= ~MDL_PAGES_LOCKED;  // the pages are the LockedBuffer's: it unlocks them
@@ -118,8 +120,6 @@ protected:
         EXPECT_EQ(disconnects_a_.count, 1) << "once (CM-26)";
         EXPECT_EQ(disconnects_b_.count, 1);
     }
-
-    static inline SOFTNDK_WIRE_FAULTS faults_{};
 };
 SOFTNDK_ALL_MODES(TcpTransportTest);
 
@@ -213,14 +213,8 @@ TEST_P(TcpTransportTest, WIRE_QP_16_CQ_14_ReadRefusedByThePeerCompletesWithTheRe
 // order, with success or flushed, and each side hears of it once.
 class TcpDropTest : public TcpTransportTest {
 protected:
-    void SetUp() override {
-        faults_ = {};
-        faults_.DropAfterFpdus = 3;  // the RTR, then two 64 KiB Writes
-        TcpTransportTest::SetUp();
-    }
-    void TearDown() override {
-        TcpTransportTest::TearDown();
-        faults_ = {};
+    void Faults(SOFTNDK_WIRE_FAULTS& faults) override {
+        faults.DropAfterFpdus = 3;  // the RTR, then two 64 KiB Writes
     }
 };
 SOFTNDK_ALL_MODES(TcpDropTest);
@@ -263,15 +257,7 @@ constexpr uint64_t kFirstFpduAfterRtr = 24 + 20;
 template <uint64_t kCorruptByte>
 class TcpCorruptTest : public TcpCrcTransportTest {
 protected:
-    void SetUp() override {
-        faults_ = {};
-        faults_.CorruptByte = kCorruptByte;
-        TcpCrcTransportTest::SetUp();
-    }
-    void TearDown() override {
-        TcpCrcTransportTest::TearDown();
-        faults_ = {};
-    }
+    void Faults(SOFTNDK_WIRE_FAULTS& faults) override { faults.CorruptByte = kCorruptByte; }
 };
 // A payload byte of a Write: 16 bytes of length + tagged header, then 10 bytes in.
 using TcpCorruptWriteTest = TcpCorruptTest<kFirstFpduAfterRtr + 16 + 10>;
@@ -311,15 +297,7 @@ TEST_P(TcpCorruptReadTest, WIRE_CQ_14_ReadWithACorruptedRequestIsFlushedWithTheC
 // the connector (an abort) then completes every request, flushed in posting order, and the peer hears of it once.
 class TcpStallTest : public TcpTransportTest {
 protected:
-    void SetUp() override {
-        faults_ = {};
-        faults_.StallAfterBytes = kFirstFpduAfterRtr + 100;
-        TcpTransportTest::SetUp();
-    }
-    void TearDown() override {
-        TcpTransportTest::TearDown();
-        faults_ = {};
-    }
+    void Faults(SOFTNDK_WIRE_FAULTS& faults) override { faults.StallAfterBytes = kFirstFpduAfterRtr + 100; }
 };
 SOFTNDK_ALL_MODES(TcpStallTest);
 
@@ -350,15 +328,7 @@ TEST_P(TcpStallTest, WIRE_StalledStreamCompletesEveryRequestOnClose) {
 class TcpDelayTest : public TcpTransportTest {
 protected:
     static constexpr ULONG kDelayMicroseconds = 5000;
-    void SetUp() override {
-        faults_ = {};
-        faults_.DelayMicroseconds = kDelayMicroseconds;
-        TcpTransportTest::SetUp();
-    }
-    void TearDown() override {
-        TcpTransportTest::TearDown();
-        faults_ = {};
-    }
+    void Faults(SOFTNDK_WIRE_FAULTS& faults) override { faults.DelayMicroseconds = kDelayMicroseconds; }
 };
 SOFTNDK_ALL_MODES(TcpDelayTest);
 
