@@ -77,7 +77,8 @@ void QueuePair::PushInitiator(const NDK_RESULT_EX& result, ULONG flags) {
 }
 
 void QueuePair::FlushIfPending() {
-    if (flush_pending_.exchange(false, std::memory_order_acq_rel))
+    // A plain load first: this runs on every post, and the exchange is only needed after an overrun.
+    if (flush_pending_.load(std::memory_order_acquire) && flush_pending_.exchange(false, std::memory_order_acq_rel))
         Flush();
     else if (state() == State::kError)
         CancelHeld();  // what was held while the QP went to error

@@ -285,7 +285,13 @@ TEST_P(CmTest, CM_06_21_SharedEndpointConnectsToManyAndRefusesADuplicate4Tuple) 
     NTSTATUS returned = first->Dispatch->NdkConnectWithSharedEndpoint(
         first, qp1, shared, reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 1, 1, nullptr, 0,
         &Completion::OnRequest, &one);
-    ASSERT_TRUE(WaitFor([&] { return connect_events_.incoming.load() != nullptr; }));
+    if (!WaitFor([&] { return connect_events_.incoming.load() != nullptr; })) {
+        // Fail without leaving objects open (the adapter's close would wait for them for ever).
+        ADD_FAILURE() << "no connect event; the connect ended with 0x" << std::hex << one.Wait(returned);
+        for (NDK_OBJECT_HEADER* object : {&first->Header, &second->Header, &qp1->Header, &qp2->Header, &shared->Header})
+            Close(object);
+        return;
+    }
     NDK_CONNECTOR* passive = connect_events_.incoming;
     Completion duplicate;
     EXPECT_EQ(second->Dispatch->NdkConnectWithSharedEndpoint(
