@@ -1,5 +1,7 @@
 #include "cm/fabric.h"
 
+#include "common/random.h"
+
 #include <arpa/inet.h>
 
 #include <cstring>
@@ -55,6 +57,10 @@ NTSTATUS EndpointToSockaddr(const Endpoint& endpoint, SOCKADDR* address, ULONG* 
     *length = needed;
     return STATUS_SUCCESS;
 }
+
+Fabric::Fabric()
+    : next_ephemeral_(static_cast<uint16_t>(kEphemeralFirst +
+                                            SeedOrEntropy(0) % (uint32_t{kEphemeralLast} - kEphemeralFirst + 1))) {}
 
 Fabric& Fabric::Instance() {
     static auto* fabric = new Fabric();

@@ -78,7 +78,10 @@ private:
     std::map<Endpoint, uint32_t> bound_;
     std::map<Endpoint, ConnectTarget*> listeners_;
     std::set<std::pair<Endpoint, Endpoint>> connections_;
-    uint16_t next_ephemeral_ = kEphemeralFirst;
+    // CM-05: each process starts at a random point of the range, so that processes run one after another do not
+    // reuse the 4-tuples their predecessors left in TIME_WAIT (as the kernel's per-boot port offset does).
+    uint16_t next_ephemeral_;
+    Fabric();
 };
 
 }  // namespace softndk::cm
