@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 3
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 4
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -74,6 +74,9 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     CHAR InterfaceName[16]; /* bind the adapter to one interface (env SOFTNDK_INTERFACE): its addresses
                                replace LocalAddresses */
     ULONG InterfaceIndex;   /* the same by index; 0 = none */
+    /* Version 4. Write the adapter's iWARP/TCP traffic to this pcap file (env SOFTNDK_TRACE); "" = off.
+     * Adapters of one process naming the same file share it. */
+    CHAR TracePath[256];
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

@@ -186,6 +186,15 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;
     adapter->wire_faults.stall_after_bytes = Config->WireFaults.StallAfterBytes;
     adapter->wire_faults.delay_us = Config->WireFaults.DelayMicroseconds;
+    if (Config->TracePath[0] != 0) {
+        status = softndk::transport::WireTrace::Open(Config->TracePath, &adapter->trace);
+        if (!NT_SUCCESS(status)) {
+            softndk::SetLastErrorText("SoftNdkOpenAdapter: the trace file \"%s\" cannot be written (0x%08X)",
+                                      Config->TracePath, static_cast<unsigned>(status));
+            delete adapter;
+            return status;
+        }
+    }
     adapter->executor = std::make_unique<softndk::engine::CompletionExecutor>(
         static_cast<SOFTNDK_COMPLETION_MODE>(Config->CompletionMode), Config->RandomSeed);
     adapter->progress = std::make_unique<softndk::engine::ProgressEngine>(

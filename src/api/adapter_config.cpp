@@ -92,6 +92,8 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.MpaCrc > 1) return InvalidParameter("MpaCrc must be 0 or 1");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
         return InvalidParameter("InterfaceName is not NUL-terminated");
+    if (std::memchr(config.TracePath, 0, sizeof(config.TracePath)) == nullptr)
+        return InvalidParameter("TracePath is not NUL-terminated");
     if (config.FaultRuleCount > SOFTNDK_MAX_FAULT_RULES)
         return InvalidParameter("FaultRuleCount > SOFTNDK_MAX_FAULT_RULES");
     if (config.LocalAddressCount == 0 || config.LocalAddressCount > SOFTNDK_MAX_LOCAL_ADDRESSES)
@@ -212,6 +214,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     if (const char* crc = std::getenv("SOFTNDK_MPA_CRC")) Config->MpaCrc = std::string(crc) == "1" ? 1 : 0;
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
+    if (const char* path = std::getenv("SOFTNDK_TRACE"))
+        std::snprintf(Config->TracePath, sizeof(Config->TracePath), "%s", path);
     Config->Limits = softndk::api::DefaultAdapterInfo();
     Config->LocalAddressCount = 2;
     SOCKADDR_IN& v4 = Config->LocalAddresses[0].Ipv4;

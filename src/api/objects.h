@@ -20,6 +20,7 @@
 #include "engine/receive_queue.h"
 #include "engine/fault_injector.h"
 #include "transport/wire_faults.h"
+#include "transport/wire_trace.h"
 #include "mem/logical_address_space.h"
 #include "mem/memory_region.h"
 #include "mem/memory_window.h"
@@ -40,8 +41,9 @@ struct AdapterObject {
     uint32_t accept_timeout_ms = 0;  // CM-08: 0 = none
     bool deferred_links = false;     // SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED
     uint32_t transport = SOFTNDK_TRANSPORT_AUTO;
-    bool mpa_crc = false;               // ask for CRC32c in MPA (issue 7 §2)
-    transport::WireFaults wire_faults;  // issue 7 §5
+    bool mpa_crc = false;                         // ask for CRC32c in MPA (issue 7 §2)
+    transport::WireFaults wire_faults;            // issue 7 §5
+    std::shared_ptr<transport::WireTrace> trace;  // issue 7 §6: null unless tracing
     engine::FaultInjector faults;
     std::unique_ptr<engine::CompletionExecutor> executor;
     std::unique_ptr<engine::ProgressEngine> progress;  // issue 7 §1: deliveries of deferred links, later sockets

@@ -183,6 +183,7 @@ transport::TcpOptions WireOptions(const AdapterObject& adapter) {
     transport::TcpOptions options;
     options.request_crc = adapter.mpa_crc;
     options.faults = adapter.wire_faults;
+    options.trace = adapter.trace;
     return options;
 }
 

@@ -108,6 +108,7 @@ NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_stora
     std::shared_ptr<TcpConnection> connection(new TcpConnection(progress, fd, true, options, std::move(handler)));
     connection->local_ = *local;
     connection->remote_ = remote;
+    if (options.trace) connection->trace_ = options.trace->Attach(*local, remote, true);
     connection->offer_ = std::move(offer);
     connection->Start(EPOLLOUT | EPOLLRDHUP);
     *out = connection;
@@ -125,6 +126,10 @@ std::shared_ptr<TcpConnection> TcpConnection::Adopt(
     getsockname(fd, reinterpret_cast<sockaddr*>(&connection->local_), &length);
     length = sizeof(connection->remote_);
     getpeername(fd, reinterpret_cast<sockaddr*>(&connection->remote_), &length);
+    if (options.trace) {
+        connection->trace_ = options.trace->Attach(connection->local_, connection->remote_, false);
+        connection->trace_->Established();
+    }
     connection->Start(EPOLLIN | EPOLLRDHUP);
     return connection;
 }
@@ -216,6 +221,7 @@ size_t TcpConnection::PathMaxUlpdu() const {
 }
 
 void TcpConnection::OnConnected() {
+    if (trace_) trace_->Established();
     max_payload_ = PathMaxUlpdu();
     wire::MpaEnhancedWords words;
     words.ird = offer_.ird;
@@ -261,9 +267,14 @@ void TcpConnection::ReadMpa() {
             const ssize_t got = ::recv(fd_, mpa_in_.data() + have, parsed.size - have, MSG_DONTWAIT);
             if (got > 0) {
                 mpa_in_.resize(have + static_cast<size_t>(got));
+                if (trace_) trace_->Data(false, mpa_in_.data() + have, static_cast<size_t>(got));
                 continue;
             }
             mpa_in_.resize(have);
+            const int error = errno;  // the trace's file calls must not change it
+            if (trace_ && got == 0) trace_->Fin(false);
+            if (trace_ && got < 0 && error == ECONNRESET) trace_->Reset(false);
+            errno = error;
             if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
             Shutdown(got == 0 ? STATUS_CONNECTION_ABORTED : StatusFromErrno(errno),
                      ProviderErrorOf(wire::term::kLlpConnectionLost), true);
@@ -426,6 +437,8 @@ void TcpConnection::Close(std::function<void()> on_done) {
         if (self->phase_ != Phase::kClosed && self->fd_ >= 0 && !self->peer_fin_.load() && !self->fin_pending_) {
             const linger reset{1, 0};
             setsockopt(self->fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+            std::lock_guard lock(self->send_mutex_);
+            self->reset_on_close_ = true;
         }
         self->Shutdown(STATUS_CANCELLED, 0, false);
         self->CloseSocket();  // half-closed after a Terminate until now
@@ -515,6 +528,7 @@ void TcpConnection::HalfCloseSocket() {
     if (watched_ != nullptr) progress_->Unwatch(watched_);
     watched_ = nullptr;
     ::shutdown(fd_, SHUT_WR);
+    if (trace_) trace_->Fin(true);
 }
 
 void TcpConnection::CloseSocket() {
@@ -524,6 +538,7 @@ void TcpConnection::CloseSocket() {
     watched_ = nullptr;
     ::close(fd_);
     fd_ = -1;
+    if (trace_) reset_on_close_ ? trace_->Reset(true) : trace_->Fin(true);
 }
 
 }  // namespace softndk::transport

@@ -30,6 +30,7 @@
 #include "engine/queue_pair.h"
 #include "engine/transport.h"
 #include "transport/wire_faults.h"
+#include "transport/wire_trace.h"
 #include "wire/iwarp_wire.h"
 
 namespace softndk::transport {
@@ -57,8 +58,9 @@ struct MpaPeer {
 };
 
 struct TcpOptions {
-    bool request_crc = false;  // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
-    WireFaults faults;         // issue 7 §5 wire fault injection
+    bool request_crc = false;          // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
+    WireFaults faults;                 // issue 7 §5 wire fault injection
+    std::shared_ptr<WireTrace> trace;  // issue 7 §6: null unless SOFTNDK_TRACE / Config.TracePath
 };
 
 class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
@@ -179,6 +181,7 @@ private:
 
     engine::ProgressEngine* const progress_;
     const uint64_t lane_;
+    std::unique_ptr<WireTrace::End> trace_;  // issue 7 §6: null unless traced
     int fd_;
     const bool active_;
     TcpOptions options_;
@@ -217,6 +220,7 @@ private:
     bool fin_sent_ = false;
     bool close_after_send_ = false;  // a Terminate is queued: nothing goes after it
     bool dropping_ = false;          // DropLocked(): nothing more is sent
+    bool reset_on_close_ = false;    // SO_LINGER 0 is set: the close sends a reset
     uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;          // QN 1
     uint32_t next_sink_stag_ = 0;

@@ -80,6 +80,13 @@ void TcpConnection::ReadFpdus() {
             }
         }
         const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
+        if (trace_) {
+            const int error = errno;  // the trace's file calls must not change what the checks below read
+            if (got > 0) trace_->Data(false, iov, count, static_cast<size_t>(got));
+            if (got == 0) trace_->Fin(false);
+            if (got < 0 && error == ECONNRESET) trace_->Reset(false);
+            errno = error;
+        }
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
             Shutdown(StatusFromErrno(errno), ProviderErrorOf(wire::term::kLlpConnectionLost), true);

@@ -166,6 +166,7 @@ void TcpConnection::DropLocked(NTSTATUS status) {
     dropping_ = true;
     const linger reset{1, 0};  // a reset, not a FIN: the peer sees the stream lost
     setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    reset_on_close_ = true;
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_,
                     [self, status] { self->Shutdown(status, ProviderErrorOf(wire::term::kLlpConnectionLost), true); });
@@ -273,6 +274,7 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
             if (fin_pending_ && !fin_sent_ && out_.empty()) {
                 ::shutdown(fd_, SHUT_WR);  // NdkDisconnect: a FIN once everything is out (CM-24)
                 fin_sent_ = true;
+                if (trace_) trace_->Fin(true);
             }
             return;
         }
@@ -295,6 +297,7 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
         if (corrupt_next) {  // the corrupted byte alone
             const uint8_t byte = *static_cast<const uint8_t*>(iov[0].iov_base) ^ 0xFF;
             sent = ::send(fd_, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (trace_ && sent == 1) trace_->Data(true, &byte, 1);
         } else {
             uint64_t left = cap;
             size_t used = 0;
@@ -307,6 +310,7 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
             message.msg_iov = iov;
             message.msg_iovlen = used;
             sent = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (trace_ && sent > 0) trace_->Data(true, iov, used, static_cast<size_t>(sent));
         }
         if (sent < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
