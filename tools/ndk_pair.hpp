@@ -67,6 +67,62 @@ struct Side {
 
 inline VOID IgnoreCq(PVOID, NTSTATUS) {}
 
+// One side: adapter, PD, one CQ, one QP, one registered buffer of `bytes` (remote read and write allowed).
+inline void OpenSide(Side* side, const SOFTNDK_ADAPTER_CONFIG& config, size_t bytes, ULONG depth, ULONG cq_depth = 0) {
+    Check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
+    Waiter pd;
+    side->pd = Created(pd, side->adapter->Dispatch->NdkCreatePd(side->adapter, &Waiter::OnCreate, &pd, &side->pd),
+                       &side->pd, "NdkCreatePd");
+    Waiter cq;
+    side->cq =
+        Created(cq,
+                side->adapter->Dispatch->NdkCreateCq(side->adapter, cq_depth != 0 ? cq_depth : depth * 2, &IgnoreCq,
+                                                     nullptr, nullptr, &Waiter::OnCreate, &cq, &side->cq),
+                &side->cq, "NdkCreateCq");
+    Waiter qp;
+    side->qp = Created(qp,
+                       side->pd->Dispatch->NdkCreateQp(side->pd, side->cq, side->cq, side, depth, depth, 4, 4, 256,
+                                                       &Waiter::OnCreate, &qp, &side->qp),
+                       &side->qp, "NdkCreateQp");
+    side->bytes = bytes;
+    side->buffer = static_cast<uint8_t*>(
+        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
+    side->mdl = IoAllocateMdl(side->buffer, static_cast<ULONG>(bytes), FALSE, FALSE, nullptr);
+    Check(SoftNdkProbeAndLockPages(side->mdl, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
+    Waiter mr;
+    side->mr = Created(mr, side->pd->Dispatch->NdkCreateMr(side->pd, FALSE, &Waiter::OnCreate, &mr, &side->mr),
+                       &side->mr, "NdkCreateMr");
+    Waiter registered;
+    Check(registered.Wait(side->mr->Dispatch->NdkRegisterMr(
+              side->mr, side->mdl, bytes, NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
+              &Waiter::OnRequest, &registered)),
+          "NdkRegisterMr");
+    side->local_token = side->mr->Dispatch->NdkGetLocalTokenFromMr(side->mr);
+    side->remote_token = side->mr->Dispatch->NdkGetRemoteTokenFromMr(side->mr);
+}
+
+// Closes any object of `side` (the QP may have been closed and cleared already), then the adapter.
+inline void CloseSide(Side* side) {
+    Waiter connector_closed;
+    if (side->connector != nullptr)
+        connector_closed.Wait(side->connector->Dispatch->NdkCloseConnector(&side->connector->Header,
+                                                                           &Waiter::OnRequestClose, &connector_closed));
+    side->connector = nullptr;
+    NDK_OBJECT_HEADER* objects[] = {side->qp ? &side->qp->Header : nullptr, &side->cq->Header, &side->mr->Header,
+                                    &side->pd->Header};
+    for (NDK_OBJECT_HEADER* object : objects) {
+        if (object == nullptr) continue;
+        Waiter closed;
+        auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
+        closed.Wait(close(object, &Waiter::OnRequestClose, &closed));
+    }
+    MmUnlockPages(side->mdl);
+    IoFreeMdl(side->mdl);
+    munmap(side->buffer, side->bytes);
+    SoftNdkCloseAdapter(side->adapter);
+    *side = Side{};
+}
+
 class Pair {
 public:
     // `bytes` per side; mode is a SOFTNDK_COMPLETION_MODE.
@@ -74,38 +130,7 @@ public:
         SOFTNDK_ADAPTER_CONFIG config;
         SoftNdkInitAdapterConfig(&config);
         config.CompletionMode = mode;
-        for (Side* side : {&server, &client}) {
-            Check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
-            Waiter pd;
-            side->pd =
-                Created(pd, side->adapter->Dispatch->NdkCreatePd(side->adapter, &Waiter::OnCreate, &pd, &side->pd),
-                        &side->pd, "NdkCreatePd");
-            Waiter cq;
-            side->cq = Created(cq,
-                               side->adapter->Dispatch->NdkCreateCq(side->adapter, depth * 2, &IgnoreCq, nullptr,
-                                                                    nullptr, &Waiter::OnCreate, &cq, &side->cq),
-                               &side->cq, "NdkCreateCq");
-            Waiter qp;
-            side->qp = Created(qp,
-                               side->pd->Dispatch->NdkCreateQp(side->pd, side->cq, side->cq, side, depth, depth, 4, 4,
-                                                               256, &Waiter::OnCreate, &qp, &side->qp),
-                               &side->qp, "NdkCreateQp");
-            side->bytes = bytes;
-            side->buffer = static_cast<uint8_t*>(
-                mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
-            side->mdl = IoAllocateMdl(side->buffer, static_cast<ULONG>(bytes), FALSE, FALSE, nullptr);
-            Check(SoftNdkProbeAndLockPages(side->mdl, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
-            Waiter mr;
-            side->mr = Created(mr, side->pd->Dispatch->NdkCreateMr(side->pd, FALSE, &Waiter::OnCreate, &mr, &side->mr),
-                               &side->mr, "NdkCreateMr");
-            Waiter registered;
-            Check(registered.Wait(side->mr->Dispatch->NdkRegisterMr(
-                      side->mr, side->mdl, bytes, NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
-                      &Waiter::OnRequest, &registered)),
-                  "NdkRegisterMr");
-            side->local_token = side->mr->Dispatch->NdkGetLocalTokenFromMr(side->mr);
-            side->remote_token = side->mr->Dispatch->NdkGetRemoteTokenFromMr(side->mr);
-        }
+        for (Side* side : {&server, &client}) OpenSide(side, config, bytes, depth);
         Connect();
     }
 
@@ -115,22 +140,12 @@ public:
             if (side->connector != nullptr)
                 closed.Wait(side->connector->Dispatch->NdkCloseConnector(&side->connector->Header,
                                                                          &Waiter::OnRequestClose, &closed));
+            side->connector = nullptr;
         }
         Waiter listener_closed;
         listener_closed.Wait(
             listener->Dispatch->NdkCloseListener(&listener->Header, &Waiter::OnRequestClose, &listener_closed));
-        for (Side* side : {&client, &server}) {
-            NDK_OBJECT_HEADER* objects[] = {&side->qp->Header, &side->cq->Header, &side->mr->Header, &side->pd->Header};
-            for (NDK_OBJECT_HEADER* object : objects) {
-                Waiter closed;
-                auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
-                closed.Wait(close(object, &Waiter::OnRequestClose, &closed));
-            }
-            MmUnlockPages(side->mdl);
-            IoFreeMdl(side->mdl);
-            munmap(side->buffer, side->bytes);
-            SoftNdkCloseAdapter(side->adapter);
-        }
+        for (Side* side : {&client, &server}) CloseSide(side);
     }
 
     // Polls one completion of `side`'s CQ (busy-polling, as latency-sensitive consumers do).

@@ -1,36 +1,47 @@
 // ndkperf: bandwidth, latency and message rate of RDMA write, read and send over a connected softndk pair, plus
 // registration and fast-register rates, each beside memcpy of the same sizes measured in the same run.
-// Usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] [--pend|--random] [--json]
+// Between two processes or hosts (issue 7 §7), like ib_write_bw: `ndkperf --server [-a ADDR] [-p PORT]`, then
+// `ndkperf --client -a ADDR -p PORT [...]` (ndkperf_remote.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "ndk_pair.hpp"
+#include "ndkperf_remote.hpp"
+
+namespace ndkperf {
+
+std::string SizeName(size_t size) {
+    if (size >= (1 << 20) && size % (1 << 20) == 0) return std::to_string(size >> 20) + " MiB";
+    if (size >= 1024 && size % 1024 == 0) return std::to_string(size >> 10) + " KiB";
+    return std::to_string(size) + " B";
+}
+
+}  // namespace ndkperf
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using ndkperf::Options;
+using ndkperf::Row;
+using ndkperf::SizeName;
 
-struct Options {
-    std::vector<std::string> tests{"write", "read", "send"};
-    std::vector<size_t> sizes{64, 4096, 65536, 1 << 20, 4 << 20};
-    double seconds = 0.2;
-    ULONG mode = SOFTNDK_COMPLETION_INLINE;
-    bool json = false;
-};
+constexpr const char* kUsage =
+    "usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] [--pend|--random] [--json]\n"
+    "       ndkperf --server [-a ADDRESS] [-p PORT] [--max-size BYTES] [--pend|--random]\n"
+    "       ndkperf --client -a ADDRESS -p PORT [--test ...] [--sizes ...] [--latency-sizes 64,...] [--window N]\n"
+    "               [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n";
 
-struct Row {
-    std::string test;
-    size_t size;
-    long iterations;
-    double gbps;
-    double memcpy_gbps;
-    double p50_ns;
-    double p99_ns;
-    double mops;
-};
+std::vector<size_t> SizeList(const std::string& list) {
+    std::vector<size_t> sizes;
+    for (size_t pos = 0; pos < list.size();) {
+        size_t comma = list.find(',', pos);
+        sizes.push_back(std::stoul(list.substr(pos, comma - pos)));
+        pos = comma == std::string::npos ? list.size() : comma + 1;
+    }
+    return sizes;
+}
 
 double Seconds(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -103,12 +114,6 @@ Row Measure(ndktools::Pair& pair, const std::string& test, size_t size, double s
     return row;
 }
 
-std::string SizeName(size_t size) {
-    if (size >= (1 << 20) && size % (1 << 20) == 0) return std::to_string(size >> 20) + " MiB";
-    if (size >= 1024 && size % 1024 == 0) return std::to_string(size >> 10) + " KiB";
-    return std::to_string(size) + " B";
-}
-
 Options Parse(int argc, char** argv) {
     Options options;
     for (int i = 1; i < argc; ++i) {
@@ -124,13 +129,25 @@ Options Parse(int argc, char** argv) {
             std::string test = next();
             if (test != "all") options.tests = {test};
         } else if (arg == "--sizes") {
-            options.sizes.clear();
-            std::string list = next();
-            for (size_t pos = 0; pos < list.size();) {
-                size_t comma = list.find(',', pos);
-                options.sizes.push_back(std::stoul(list.substr(pos, comma - pos)));
-                pos = comma == std::string::npos ? list.size() : comma + 1;
-            }
+            options.sizes = SizeList(next());
+        } else if (arg == "--latency-sizes") {
+            options.latency_sizes = SizeList(next());
+        } else if (arg == "--server") {
+            options.role = Options::Role::kServer;
+        } else if (arg == "--client") {
+            options.role = Options::Role::kClient;
+        } else if (arg == "-a") {
+            options.address = next();
+        } else if (arg == "-p") {
+            options.port = static_cast<unsigned>(std::stoul(next()));
+        } else if (arg == "--window") {
+            options.window = static_cast<ULONG>(std::stoul(next()));
+        } else if (arg == "--connections") {
+            options.connections = static_cast<unsigned>(std::stoul(next()));
+        } else if (arg == "--idle") {
+            options.idle_seconds = std::stod(next());
+        } else if (arg == "--max-size") {
+            options.largest = std::stoul(next());
         } else if (arg == "--seconds") {
             options.seconds = std::stod(next());
         } else if (arg == "--pend") {
@@ -140,10 +157,32 @@ Options Parse(int argc, char** argv) {
         } else if (arg == "--json") {
             options.json = true;
         } else {
-            std::fprintf(stderr,
-                         "usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] "
-                         "[--pend|--random] [--json]\n");
+            std::fprintf(arg == "--help" ? stdout : stderr, "%s", kUsage);
             std::exit(arg == "--help" ? 0 : 2);
+        }
+    }
+    if (options.role == Options::Role::kClient) {
+        if (options.address.empty() || options.port == 0) {
+            std::fprintf(stderr, "ndkperf --client needs the server's -a ADDRESS and -p PORT\n%s", kUsage);
+            std::exit(2);
+        }
+        options.largest = 0;
+        for (size_t size : options.sizes) options.largest = std::max(options.largest, size);
+        for (size_t size : options.latency_sizes) {
+            if (size == 0 || size > 65536) {
+                std::fprintf(stderr, "ndkperf: --latency-sizes are 1 … 65536\n");
+                std::exit(2);
+            }
+        }
+        if (options.window == 0 || options.window > 1024) {
+            std::fprintf(stderr, "ndkperf: --window is 1 … 1024\n");
+            std::exit(2);
+        }
+    }
+    for (size_t size : options.sizes) {
+        if (size == 0 || size > (1u << 30)) {
+            std::fprintf(stderr, "ndkperf: sizes are 1 … 1 GiB\n");
+            std::exit(2);
         }
     }
     return options;
@@ -233,6 +272,8 @@ std::vector<Rate> RegistrationRates(ndktools::Pair& pair, double seconds) {
 
 int main(int argc, char** argv) {
     Options options = Parse(argc, argv);
+    if (options.role == Options::Role::kServer) return ndkperf::RunServer(options);
+    if (options.role == Options::Role::kClient) return ndkperf::RunClient(options);
     const size_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
     ndktools::Pair pair(std::max<size_t>(ROUND_TO_PAGES(largest), 1 << 20), options.mode);
     std::vector<Row> rows;

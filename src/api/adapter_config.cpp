@@ -214,6 +214,10 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     if (const char* crc = std::getenv("SOFTNDK_MPA_CRC")) Config->MpaCrc = std::string(crc) == "1" ? 1 : 0;
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
+    if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range
+        Config->BusyPollMicroseconds = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_PROGRESS_THREADS"))
+        Config->ProgressThreads = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* path = std::getenv("SOFTNDK_TRACE"))
         std::snprintf(Config->TracePath, sizeof(Config->TracePath), "%s", path);
     Config->Limits = softndk::api::DefaultAdapterInfo();

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 7 §8: the wire benchmarks, all in one run, each beside its baseline measured in the same run:
+#   - ndkperf between two processes over TCP loopback: write, read, send bandwidth 64 B … 4 MiB, Send ping-pong
+#     64 B, 1000 connections (set-up time, memory), the CPU of an idle adapter with a connection open;
+#   - iperf3, one stream, the same message sizes (-l);
+#   - libfabric's tcp provider (Debian's libfabric-bin: fi_pingpong, message ping-pong);
+#   - a raw TCP ping-pong that busy-polls (bench/tcp_pingpong).
+# Writes build/release/bench-wire/*.json, then bench/wire_report.py prints the table and draws
+# docs/wire-bandwidth.png. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-1}"
+scripts/install-deps.sh
+packages=(iperf3 libfabric-bin gnuplot-nox)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$(nproc)" --target ndkperf tcp_pingpong >/dev/null
+out=build/release/bench-wire
+mkdir -p "$out"
+rm -f "$out"/*.json
+ndkperf=build/release/tools/ndkperf
+sizes=64,256,1024,4096,16384,65536,262144,1048576,4194304
+port() { echo $((20000 + RANDOM % 20000)); }
+wait_listening() { for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && return; sleep 0.05; done; }
+
+echo "== ndkperf (two processes, iWARP/TCP loopback)"
+p=$(port)
+"$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
+wait_listening "$out/ndkperf-server.log" listening
+"$ndkperf" --client -a 127.0.0.1 -p "$p" --test all --sizes "$sizes" --seconds "$seconds" --window 16 \
+    --latency-sizes 64 --idle 5 --json >"$out/ndkperf.json"
+wait
+
+echo "== ndkperf Send ping-pong with the progress threads' busy-poll window off (SOFTNDK_BUSY_POLL_US=0)"
+p=$(port)
+SOFTNDK_BUSY_POLL_US=0 "$ndkperf" --server -a 127.0.0.1 -p "$p" --max-size 65536 >"$out/ndkperf-server.log" 2>&1 &
+wait_listening "$out/ndkperf-server.log" listening
+SOFTNDK_BUSY_POLL_US=0 "$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 64 --seconds 0.1 \
+    --latency-sizes 64 --seconds "$seconds" --json >"$out/ndkperf-busy0.json"
+wait
+
+echo "== ndkperf, 1000 connections"
+p=$(port)
+"$ndkperf" --server -a 127.0.0.1 -p "$p" --max-size 65536 >"$out/ndkperf-server.log" 2>&1 &
+wait_listening "$out/ndkperf-server.log" listening
+"$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 64 --seconds 0.1 --latency-sizes 64 \
+    --connections 1000 --json >"$out/ndkperf-connections.json"
+wait
+
+echo "== iperf3 (one stream)"
+for size in ${sizes//,/ }; do
+  p=$(port)
+  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+  sleep 0.3
+  iperf3 -c 127.0.0.1 -p "$p" -l "$((size > 1048576 ? 1048576 : size))" -t "$seconds" -J >"$out/iperf3-$size.json"  # -l ≤ 1 MiB
+  wait
+done
+
+echo "== libfabric tcp (fi_pingpong, msg endpoints)"
+for size in 64 1024 65536 1048576; do
+  iterations=$((size >= 65536 ? 500 : 5000))
+  p=$(port)
+  timeout 120 fi_pingpong -p tcp -e msg -B "$p" -I "$iterations" -S "$size" >/dev/null 2>&1 &
+  sleep 0.5
+  timeout 120 fi_pingpong -p tcp -e msg -P "$p" -I "$iterations" -S "$size" 127.0.0.1 >"$out/fi_pingpong-$size.txt"
+  wait
+done
+
+echo "== raw TCP busy-poll ping-pong"
+build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/tcp_pingpong.json"
+
+python3 bench/wire_report.py "$out" docs/wire-bandwidth.png

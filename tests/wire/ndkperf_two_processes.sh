@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 7 §7: ndkperf between two processes over iWARP/TCP on loopback, like ib_write_bw: a server started
+# without a peer, a client given its address and port. Every test runs to its end, the JSON report is
+# well-formed and every figure is positive, and both processes exit 0.
+set -euo pipefail
+ndkperf="$1"
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+port=$((20000 + RANDOM % 20000))
+"$ndkperf" --server -a 127.0.0.1 -p "$port" --max-size 1048576 >"$log/server" 2>&1 &
+server=$!
+for _ in $(seq 50); do grep -q "listening" "$log/server" 2>/dev/null && break; sleep 0.1; done
+if ! timeout 120 "$ndkperf" --client -a 127.0.0.1 -p "$port" --sizes 64,65536,1048576 --seconds 0.05 \
+        --latency-sizes 64,4096 --connections 20 --json >"$log/client" 2>"$log/progress"; then
+    echo "client failed:"; cat "$log/client" "$log/progress"; kill "$server" 2>/dev/null || true; cat "$log/server"
+    exit 1
+fi
+if ! timeout 30 tail --pid="$server" -f /dev/null; then
+    echo "server did not end after the client"; kill "$server"; cat "$log/server"; exit 1
+fi
+wait "$server" || { echo "server failed:"; cat "$log/server"; exit 1; }
+cat "$log/progress"
+python3 - "$log/client" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+rows = report["results"]
+assert {(r["test"], r["size"]) for r in rows} == {(t, s) for t in ("write", "read", "send") for s in (64, 65536, 1048576)}, rows
+assert all(r["iterations"] > 0 and r["gbps"] > 0 for r in rows), rows
+assert [l["size"] for l in report["latency"]] == [64, 4096] and all(l["one_way_p50_ns"] > 0 for l in report["latency"])
+assert report["connections"]["count"] == 20 and report["connections"]["setup_us_per_connection"] > 0
+print("ndkperf between two processes:", len(rows), "bandwidth rows,", len(report["latency"]), "latency rows, 20 connections")
+PY

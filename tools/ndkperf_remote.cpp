@@ -1,0 +1,697 @@
+// ndkperf between two processes or hosts (issue 7 §7), in the idiom of ib_write_bw: `ndkperf --server [-a ADDR]
+// [-p PORT]` waits for one client; `ndkperf --client -a ADDR -p PORT [...]` runs the tests against it.
+//  - Bandwidth: write, read and send with a window of requests in flight; a run ends when the server has seen
+//    every message (a Done answered by the server), so the figure counts placed bytes, not queued ones.
+//  - Sends are flow-controlled by credits, since iWARP has no receiver-not-ready retry: the server keeps
+//    kServerReceives receives posted and returns credits as it reposts them.
+//  - Latency: a Send ping-pong; one-way = round trip / 2.
+//  - Connections: N more connections, their set-up time, and the memory they cost on both sides.
+#include "ndkperf_remote.hpp"
+
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace ndkperf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ndktools::Check;
+using ndktools::Created;
+using ndktools::Waiter;
+
+constexpr uint32_t kMagic = 0x4E444B50;  // "NDKP"
+constexpr ULONG kServerReceives = 64;
+constexpr ULONG kMessageArea = 64 * 1024;  // beside the data buffer: sends of control messages and pongs
+constexpr ULONG kReadLimit = 16;
+const PVOID kSendContext = reinterpret_cast<PVOID>(2);
+// Each receive owns a slot for a message's first kSlot bytes (a control message lands there whole), then spills
+// into a shared area: a receive placed while the previous one is read never overwrites it.
+constexpr size_t kSlot = 64;
+constexpr uintptr_t kReceiveBase = 0x1000;
+PVOID ReceiveContext(size_t slot) {
+    return reinterpret_cast<PVOID>(kReceiveBase + slot);
+}
+bool IsReceive(PVOID context) {
+    return reinterpret_cast<uintptr_t>(context) >= kReceiveBase;
+}
+size_t SlotOf(PVOID context) {
+    return reinterpret_cast<uintptr_t>(context) - kReceiveBase;
+}
+
+// The server's accept private data.
+struct Hello {
+    uint32_t magic;
+    uint32_t token;
+    uint64_t address;
+    uint64_t bytes;
+    uint32_t receives;
+    uint32_t reserved;
+};
+
+enum class Kind : uint32_t { kStart = 1, kDone = 2, kCredit = 3, kQuit = 4 };
+enum class Test : uint32_t { kWrite = 1, kRead = 2, kSend = 3, kPingPong = 4, kConnections = 5 };
+
+struct Control {
+    uint32_t magic;
+    Kind kind;
+    uint32_t credits;  // receives the sender reposted since its last message (server → client)
+    Test test;
+    uint64_t size;
+    uint64_t value;  // kDone from the server: its resident memory in KiB
+};
+
+uint64_t ResidentKiB() {
+    long pages = 0, resident = 0;
+    if (std::FILE* file = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(file, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        std::fclose(file);
+    }
+    return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024;
+}
+
+void RaiseDescriptorLimit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+    }
+}
+
+int ParseAddress(const std::string& text, unsigned port, SOCKADDR_INET* address) {
+    std::memset(address, 0, sizeof(*address));
+    if (inet_pton(AF_INET, text.c_str(), &address->Ipv4.sin_addr) == 1) {
+        address->Ipv4.sin_family = AF_INET;
+        address->Ipv4.sin_port = htons(static_cast<uint16_t>(port));
+        return sizeof(SOCKADDR_IN);
+    }
+    if (inet_pton(AF_INET6, text.c_str(), &address->Ipv6.sin6_addr) == 1) {
+        address->Ipv6.sin6_family = AF_INET6;
+        address->Ipv6.sin6_port = htons(static_cast<uint16_t>(port));
+        return sizeof(SOCKADDR_IN6);
+    }
+    std::fprintf(stderr, "ndkperf: \"%s\" is not an IPv4 or IPv6 address\n", text.c_str());
+    std::exit(2);
+}
+
+// The address this host sends from to reach `destination` (the kernel's route), port 0: the adapter owns it when
+// it is bound to that interface (SOFTNDK_INTERFACE), or it is loopback.
+SOCKADDR_INET SourceFor(const SOCKADDR_INET& destination) {
+    SOCKADDR_INET source{};
+    const int fd = ::socket(destination.si_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    socklen_t length = destination.si_family == AF_INET ? sizeof(SOCKADDR_IN) : sizeof(SOCKADDR_IN6);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&destination), length) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&source), &length) != 0) {
+        std::fprintf(stderr, "ndkperf: no route to the server\n");
+        std::exit(1);
+    }
+    ::close(fd);
+    if (source.si_family == AF_INET)
+        source.Ipv4.sin_port = 0;
+    else
+        source.Ipv6.sin6_port = 0;
+    return source;
+}
+
+NDK_SGE Sge(const ndktools::Side& side, size_t offset, size_t length) {
+    NDK_SGE sge{};
+    sge.VirtualAddress = side.buffer + offset;
+    sge.Length = static_cast<ULONG>(length);
+    sge.MemoryRegionToken = side.local_token;
+    return sge;
+}
+
+NDK_QP* CreateQp(ndktools::Side& side, PVOID context, ULONG depth) {
+    Waiter created;
+    NDK_QP* qp = nullptr;
+    return Created(created,
+                   side.pd->Dispatch->NdkCreateQp(side.pd, side.cq, side.cq, context, depth, depth, 2, 2, 0,
+                                                  &Waiter::OnCreate, &created, &qp),
+                   &qp, "NdkCreateQp");
+}
+
+NDK_CONNECTOR* CreateConnector(ndktools::Side& side) {
+    Waiter created;
+    NDK_CONNECTOR* connector = nullptr;
+    return Created(created,
+                   side.adapter->Dispatch->NdkCreateConnector(side.adapter, &Waiter::OnCreate, &created, &connector),
+                   &connector, "NdkCreateConnector");
+}
+
+template <class T>
+void CloseObject(T* object) {
+    if (object == nullptr) return;
+    Waiter closed;
+    auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(object->Dispatch);
+    closed.Wait(close(&object->Header, &Waiter::OnRequestClose, &closed));
+}
+
+// ---- server ----------------------------------------------------------------------------------------------
+
+struct ServerConnection {
+    NDK_CONNECTOR* connector = nullptr;
+    NDK_QP* qp = nullptr;
+    std::unique_ptr<Waiter> accepted;
+    NTSTATUS accept_returned = STATUS_PENDING;
+    uint32_t owed = 0;  // receives reposted, not yet credited
+    bool pong = false;
+    std::atomic<bool> disconnected{false};
+    bool answered = false;  // our NdkDisconnect after the peer's (CM-24: its disconnect completes at our FIN)
+    std::unique_ptr<Waiter> disconnect_done;
+    NTSTATUS disconnect_returned = STATUS_SUCCESS;
+};
+
+std::atomic<uint32_t> g_disconnect_events{0};
+
+std::mutex g_incoming_mutex;
+std::deque<NDK_CONNECTOR*> g_incoming;
+
+VOID OnIncoming(PVOID, NDK_CONNECTOR* connector) {
+    std::lock_guard lock(g_incoming_mutex);
+    g_incoming.push_back(connector);
+}
+
+VOID OnServerDisconnect(PVOID context) {
+    static_cast<ServerConnection*>(context)->disconnected = true;
+    g_disconnect_events.fetch_add(1);
+}
+
+class Server {
+public:
+    Server(const Options& options) : options_(options) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.CompletionMode = options.mode;
+        data_bytes_ = ROUND_TO_PAGES(options.largest);
+        // A connection's receives and sends, for every connection the client may open.
+        // Data (RDMA target and receive spill), the send area, the first connection's receive slots.
+        ndktools::OpenSide(&side_, config, data_bytes_ + kMessageArea + kServerReceives * kSlot, kServerReceives + 16,
+                           65536);
+        CloseObject(side_.qp);  // each connection makes its own
+        side_.qp = nullptr;
+    }
+    ~Server() {
+        for (auto& connection : connections_) {
+            if (connection->connector != nullptr) {
+                if (connection->accepted) connection->accepted->Wait(connection->accept_returned);
+                if (connection->disconnect_done) connection->disconnect_done->Wait(connection->disconnect_returned);
+                CloseObject(connection->connector);
+            }
+            CloseObject(connection->qp);
+        }
+        CloseObject(listener_);
+        ndktools::CloseSide(&side_);
+    }
+
+    int Run() {
+        SOCKADDR_INET address;
+        const int length =
+            ParseAddress(options_.address.empty() ? "0.0.0.0" : options_.address, options_.port, &address);
+        Waiter created;
+        listener_ = Created(created,
+                            side_.adapter->Dispatch->NdkCreateListener(side_.adapter, &OnIncoming, nullptr,
+                                                                       &Waiter::OnCreate, &created, &listener_),
+                            &listener_, "NdkCreateListener");
+        Waiter listened;
+        Check(listened.Wait(listener_->Dispatch->NdkListen(listener_, reinterpret_cast<PSOCKADDR>(&address),
+                                                           static_cast<ULONG>(length), &Waiter::OnRequest, &listened)),
+              "NdkListen");
+        SOCKADDR_INET bound{};
+        ULONG bound_length = sizeof(bound);
+        Check(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&bound), &bound_length),
+              "NdkGetLocalAddress");
+        std::printf("ndkperf server listening on port %u\n", ntohs(bound.Ipv4.sin_port));
+        std::fflush(stdout);
+        uint32_t answered_events = 0;
+        while (!quit_) {
+            AcceptIncoming();
+            if (g_disconnect_events.load() != answered_events) {
+                answered_events = g_disconnect_events.load();
+                AnswerDisconnects();
+            }
+            // Read before polling: whatever the client sent before its FIN is in the CQ by the time the event fires.
+            const bool gone = !connections_.empty() && connections_[0]->disconnected;
+            NDK_RESULT_EX results[16];
+            const ULONG count = side_.cq->Dispatch->NdkGetCqResultsEx(side_.cq, results, 16);
+            for (ULONG i = 0; i < count; ++i) Handle(results[i]);
+            if (gone && count == 0) break;  // the client is gone without a Quit
+        }
+        for (auto& connection : connections_) {
+            if (connection->connector == nullptr || connection->disconnected || connection->answered) continue;
+            Waiter disconnected;
+            disconnected.Wait(connection->connector->Dispatch->NdkDisconnect(connection->connector, &Waiter::OnRequest,
+                                                                             &disconnected));
+        }
+        return quit_ ? 0 : 1;
+    }
+
+private:
+    // The client ended a connection: end ours too (its NdkDisconnect completes at our FIN).
+    void AnswerDisconnects() {
+        for (auto& connection : connections_) {
+            if (!connection->disconnected || connection->answered) continue;
+            connection->answered = true;
+            connection->disconnect_done = std::make_unique<Waiter>();
+            connection->disconnect_returned = connection->connector->Dispatch->NdkDisconnect(
+                connection->connector, &Waiter::OnRequest, connection->disconnect_done.get());
+        }
+    }
+
+    void AcceptIncoming() {
+        NDK_CONNECTOR* incoming = nullptr;
+        {
+            std::lock_guard lock(g_incoming_mutex);
+            if (g_incoming.empty()) return;
+            incoming = g_incoming.front();
+            g_incoming.pop_front();
+        }
+        auto connection = std::make_unique<ServerConnection>();
+        const size_t index = connections_.size();
+        connection->connector = incoming;
+        connection->qp = CreateQp(side_, reinterpret_cast<PVOID>(index), kServerReceives + 16);
+        // The first connection carries the tests; the others (--connections) only exist.
+        const ULONG receives = index == 0 ? kServerReceives : 1;
+        for (ULONG i = 0; i < receives; ++i) PostReceive(*connection, index == 0 ? i : kServerReceives - 1);
+        Hello hello{kMagic, side_.remote_token, reinterpret_cast<uint64_t>(side_.buffer), data_bytes_, receives, 0};
+        connection->accepted = std::make_unique<Waiter>();
+        connection->accept_returned = incoming->Dispatch->NdkAccept(
+            incoming, connection->qp, kReadLimit, kReadLimit, &hello, sizeof(hello), &OnServerDisconnect,
+            connection.get(), &Waiter::OnRequest, connection->accepted.get());
+        if (!NT_SUCCESS(connection->accept_returned)) Check(connection->accept_returned, "NdkAccept");
+        connections_.push_back(std::move(connection));
+    }
+
+    void PostReceive(ServerConnection& connection, size_t slot) {
+        NDK_SGE sge[2] = {Sge(side_, data_bytes_ + kMessageArea + slot * kSlot, kSlot), Sge(side_, 0, data_bytes_)};
+        Check(connection.qp->Dispatch->NdkReceive(connection.qp, ReceiveContext(slot), sge, 2), "NdkReceive");
+    }
+
+    void SendControl(ServerConnection& connection, Kind kind, uint64_t value = 0) {
+        auto* control = reinterpret_cast<Control*>(side_.buffer + data_bytes_);
+        *control = Control{kMagic, kind, connection.owed, Test::kWrite, 0, value};
+        connection.owed = 0;
+        NDK_SGE sge = Sge(side_, data_bytes_, sizeof(Control));
+        Check(connection.qp->Dispatch->NdkSend(connection.qp, kSendContext, &sge, 1, 0), "NdkSend");
+    }
+
+    void Handle(const NDK_RESULT_EX& result) {
+        const size_t index = reinterpret_cast<size_t>(result.QPContext);
+        if (index >= connections_.size()) return;
+        ServerConnection& connection = *connections_[index];
+        if (result.Status != STATUS_SUCCESS) {
+            if (!connection.disconnected)
+                std::fprintf(stderr, "ndkperf server: connection %zu: a request failed 0x%08X\n", index,
+                             static_cast<unsigned>(result.Status));
+            return;
+        }
+        if (!IsReceive(result.RequestContext)) return;  // a send of ours
+        Control control{};
+        const size_t slot = SlotOf(result.RequestContext);
+        const bool is_control = result.BytesTransferred == sizeof(Control);
+        if (is_control)
+            std::memcpy(&control, side_.buffer + data_bytes_ + kMessageArea + slot * kSlot, sizeof(control));
+        PostReceive(connection, slot);
+        ++connection.owed;
+        if (is_control && control.magic == kMagic) {
+            switch (control.kind) {
+                case Kind::kStart:
+                    connection.pong = control.test == Test::kPingPong;
+                    if (control.test == Test::kConnections) SendControl(connection, Kind::kDone, ResidentKiB());
+                    return;
+                case Kind::kDone:
+                    connection.pong = false;
+                    SendControl(connection, Kind::kDone, ResidentKiB());
+                    return;
+                case Kind::kQuit:
+                    quit_ = true;
+                    return;
+                default:
+                    return;
+            }
+        }
+        if (connection.pong) {  // the pong returns the ping's receive (the Start's is returned by the Done)
+            --connection.owed;
+            NDK_SGE sge = Sge(side_, data_bytes_, std::min<size_t>(result.BytesTransferred, kMessageArea));
+            Check(connection.qp->Dispatch->NdkSend(connection.qp, kSendContext, &sge, 1, 0), "NdkSend");
+        } else if (connection.owed >= kServerReceives / 2) {
+            SendControl(connection, Kind::kCredit);
+        }
+    }
+
+    const Options& options_;
+    ndktools::Side side_;
+    size_t data_bytes_ = 0;
+    NDK_LISTENER* listener_ = nullptr;
+    std::vector<std::unique_ptr<ServerConnection>> connections_;
+    bool quit_ = false;
+};
+
+// ---- client ----------------------------------------------------------------------------------------------
+
+std::atomic<bool> g_client_disconnected{false};
+VOID OnClientDisconnect(PVOID) {
+    g_client_disconnected = true;
+}
+
+class Client {
+public:
+    Client(const Options& options) : options_(options) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.CompletionMode = options.mode;
+        data_bytes_ = ROUND_TO_PAGES(options.largest);
+        depth_ = options.window + kServerReceives + 16;
+        // Data, the send area, the receive spill, the receive slots.
+        ndktools::OpenSide(&side_, config, data_bytes_ + 2 * kMessageArea + kServerReceives * kSlot, depth_,
+                           4 * depth_ + 8192);
+        for (size_t i = 0; i < data_bytes_; ++i) side_.buffer[i] = static_cast<uint8_t>(i * 13 + 1);  // never kMagic
+    }
+    ~Client() {
+        for (NDK_CONNECTOR* connector : extra_connectors_) CloseObject(connector);
+        for (NDK_QP* qp : extra_qps_) CloseObject(qp);
+        ndktools::CloseSide(&side_);
+    }
+
+    int Run() {
+        const int length = ParseAddress(options_.address, options_.port, &server_);
+        server_length_ = static_cast<ULONG>(length);
+        side_.connector = Connect(side_.qp, &hello_);
+        for (ULONG i = 0; i < kServerReceives; ++i) PostReceive(i);
+        credits_ = hello_.receives;
+        if (options_.idle_seconds > 0) idle_cpu_percent_ = IdleCpuPercent(options_.idle_seconds);
+        std::vector<Row> rows;
+        std::vector<LatencyRow> latencies;
+        const size_t total = options_.tests.size() * options_.sizes.size() + options_.latency_sizes.size();
+        size_t step = 0;
+        for (const std::string& test : options_.tests) {
+            for (size_t size : options_.sizes) {
+                std::fprintf(stderr, "[%zu/%zu] %s %s ...", ++step, total, test.c_str(), SizeName(size).c_str());
+                rows.push_back(Bandwidth(test, size));
+                std::fprintf(stderr, " %.2f Gb/s\n", rows.back().gbps * 8);
+            }
+        }
+        for (size_t size : options_.latency_sizes) {
+            std::fprintf(stderr, "[%zu/%zu] send ping-pong %s ...", ++step, total, SizeName(size).c_str());
+            latencies.push_back(PingPong(size));
+            std::fprintf(stderr, " %.1f us one-way\n", latencies.back().one_way_p50_ns / 1e3);
+        }
+        ConnectionsRow scale{};
+        if (options_.connections > 0) {
+            std::fprintf(stderr, "%u connections ...", options_.connections);
+            scale = Connections(options_.connections);
+            std::fprintf(stderr, " %.0f us each\n", scale.setup_us_per_connection);
+        }
+        Control quit{kMagic, Kind::kQuit, 0, Test::kWrite, 0, 0};
+        SendControl(quit);
+        Waiter disconnected;
+        disconnected.Wait(side_.connector->Dispatch->NdkDisconnect(side_.connector, &Waiter::OnRequest, &disconnected));
+        Print(options_, rows, latencies, scale, idle_cpu_percent_);
+        return 0;
+    }
+
+private:
+    NDK_CONNECTOR* Connect(NDK_QP* qp, Hello* hello) {
+        NDK_CONNECTOR* connector = CreateConnector(side_);
+        SOCKADDR_INET source = SourceFor(server_);
+        Waiter connected;
+        Check(connected.Wait(connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source),
+                                                             server_length_, reinterpret_cast<PSOCKADDR>(&server_),
+                                                             server_length_, kReadLimit, kReadLimit, nullptr, 0,
+                                                             &Waiter::OnRequest, &connected)),
+              "NdkConnect");
+        if (hello != nullptr) {
+            ULONG inbound = 0, outbound = 0, size = sizeof(*hello);
+            Check(connector->Dispatch->NdkGetConnectionData(connector, &inbound, &outbound, hello, &size),
+                  "NdkGetConnectionData");
+            if (size != sizeof(*hello) || hello->magic != kMagic) {
+                std::fprintf(stderr, "ndkperf: the server is not an ndkperf server\n");
+                std::exit(1);
+            }
+            read_window_ = std::max<ULONG>(1, std::min<ULONG>(outbound, options_.window));
+        }
+        Waiter completed;
+        Check(completed.Wait(connector->Dispatch->NdkCompleteConnect(connector, &OnClientDisconnect, nullptr,
+                                                                     &Waiter::OnRequest, &completed)),
+              "NdkCompleteConnect");
+        return connector;
+    }
+
+    void PostReceive(size_t slot) {
+        NDK_SGE sge[2] = {Sge(side_, data_bytes_ + 2 * kMessageArea + slot * kSlot, kSlot),
+                          Sge(side_, data_bytes_ + kMessageArea, kMessageArea)};
+        Check(side_.qp->Dispatch->NdkReceive(side_.qp, ReceiveContext(slot), sge, 2), "NdkReceive");
+    }
+
+    // Polls what is there; returns the number of data requests (context nullptr) that completed.
+    ULONG Pump() {
+        NDK_RESULT_EX results[32];
+        const ULONG count = side_.cq->Dispatch->NdkGetCqResultsEx(side_.cq, results, 32);
+        ULONG finished = 0;
+        for (ULONG i = 0; i < count; ++i) {
+            const NDK_RESULT_EX& result = results[i];
+            if (result.Status != STATUS_SUCCESS) {
+                std::fprintf(stderr, "\nndkperf: a request failed: 0x%08X (provider error 0x%X)%s\n",
+                             static_cast<unsigned>(result.Status), result.ProviderErrorCode,
+                             g_client_disconnected ? ", the server disconnected" : "");
+                std::exit(1);
+            }
+            if (result.RequestContext == kSendContext) continue;  // a control message of ours
+            if (!IsReceive(result.RequestContext)) {              // a data request
+                ++finished;
+                continue;
+            }
+            Control control{};
+            const size_t slot = SlotOf(result.RequestContext);
+            const uint8_t* message = side_.buffer + data_bytes_ + 2 * kMessageArea + slot * kSlot;
+            if (result.BytesTransferred == sizeof(Control)) std::memcpy(&control, message, sizeof(control));
+            PostReceive(slot);
+            if (control.magic == kMagic) {
+                credits_ += control.credits;
+                if (control.kind == Kind::kDone) {
+                    done_ = true;
+                    server_value_ = control.value;
+                }
+            } else {
+                ++credits_;  // a pong returns its ping's receive
+                ++pongs_;
+            }
+        }
+        return finished;
+    }
+
+    void SendControl(const Control& control) {
+        while (credits_ == 0) Pump();
+        --credits_;
+        std::memcpy(side_.buffer + data_bytes_, &control, sizeof(control));
+        NDK_SGE sge = Sge(side_, data_bytes_, sizeof(control));
+        Check(side_.qp->Dispatch->NdkSend(side_.qp, kSendContext, &sge, 1, 0), "NdkSend");
+    }
+
+    // Start … Done: the Done's answer comes after every earlier message was received.
+    uint64_t Exchange(Test test, uint64_t size, bool start) {
+        done_ = false;
+        SendControl(Control{kMagic, start ? Kind::kStart : Kind::kDone, 0, test, size, 0});
+        while (!done_) Pump();
+        return server_value_;
+    }
+
+    bool Post(const std::string& test, size_t size) {
+        NDK_SGE local = Sge(side_, 0, size);
+        NTSTATUS status;
+        if (test == "write") {
+            status = side_.qp->Dispatch->NdkWrite(side_.qp, nullptr, &local, 1, hello_.address, hello_.token, 0);
+        } else if (test == "read") {
+            status = side_.qp->Dispatch->NdkRead(side_.qp, nullptr, &local, 1, hello_.address, hello_.token, 0);
+        } else {
+            if (credits_ == 0) return false;
+            --credits_;
+            status = side_.qp->Dispatch->NdkSend(side_.qp, nullptr, &local, 1, 0);
+        }
+        Check(status, test.c_str());
+        return true;
+    }
+
+    Row Bandwidth(const std::string& test, size_t size) {
+        const Test kind = test == "write" ? Test::kWrite : test == "read" ? Test::kRead : Test::kSend;
+        const ULONG window = kind == Test::kRead ? read_window_ : options_.window;
+        SendControl(Control{kMagic, Kind::kStart, 0, kind, size, 0});
+        const auto start = Clock::now();
+        auto report = start + std::chrono::seconds(1);
+        const auto end =
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.seconds));
+        uint64_t completed = 0, outstanding = 0;
+        while (Clock::now() < end) {
+            while (outstanding < window && Post(test, size)) ++outstanding;
+            const ULONG finished = Pump();
+            outstanding -= finished;
+            completed += finished;
+            if (options_.seconds >= 2 && Clock::now() >= report) {  // progress on long runs
+                std::fprintf(stderr, " %.2f",
+                             completed * size * 8 / std::chrono::duration<double>(Clock::now() - start).count() / 1e9);
+                report += std::chrono::seconds(1);
+            }
+        }
+        while (outstanding > 0) {
+            const ULONG finished = Pump();
+            outstanding -= finished;
+            completed += finished;
+        }
+        Exchange(kind, size, false);  // every Write is placed and every Send received
+        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        Row row{};
+        row.test = test;
+        row.size = size;
+        row.iterations = static_cast<long>(completed);
+        row.gbps = static_cast<double>(size) * static_cast<double>(completed) / elapsed / 1e9;
+        row.mops = static_cast<double>(completed) / elapsed / 1e6;
+        return row;
+    }
+
+    LatencyRow PingPong(size_t size) {
+        SendControl(Control{kMagic, Kind::kStart, 0, Test::kPingPong, size, 0});
+        std::vector<double> samples;
+        const auto stop =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.seconds));
+        for (int i = 0; i < 100000 && (i < 200 || Clock::now() < stop); ++i) {
+            const uint64_t before = pongs_;
+            const auto t0 = Clock::now();
+            while (!Post("send", size)) Pump();
+            while (pongs_ == before) Pump();
+            if (i >= 20) samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+        }
+        Exchange(Test::kPingPong, size, false);
+        std::sort(samples.begin(), samples.end());
+        LatencyRow row{};
+        row.size = size;
+        row.iterations = static_cast<long>(samples.size());
+        row.one_way_p50_ns = samples[samples.size() / 2] / 2;
+        row.one_way_p99_ns = samples[samples.size() * 99 / 100] / 2;
+        return row;
+    }
+
+    // The process's CPU use while its adapter holds an idle connection (issue 7 §8: < 1 % of a core).
+    static double IdleCpuPercent(double seconds) {
+        rusage before{}, after{};
+        getrusage(RUSAGE_SELF, &before);
+        const auto start = Clock::now();
+        usleep(static_cast<useconds_t>(seconds * 1e6));
+        getrusage(RUSAGE_SELF, &after);
+        auto cpu = [](const rusage& usage) {
+            return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+                   (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+        };
+        return (cpu(after) - cpu(before)) / std::chrono::duration<double>(Clock::now() - start).count() * 100;
+    }
+
+    ConnectionsRow Connections(uint32_t count) {
+        RaiseDescriptorLimit();
+        const uint64_t server_before = Exchange(Test::kConnections, count, true);
+        const uint64_t client_before = ResidentKiB();
+        const auto start = Clock::now();
+        for (uint32_t i = 0; i < count; ++i) {
+            extra_qps_.push_back(CreateQp(side_, nullptr, 4));
+            extra_connectors_.push_back(Connect(extra_qps_.back(), nullptr));
+        }
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        const uint64_t client_after = ResidentKiB();
+        const uint64_t server_after = Exchange(Test::kConnections, count, false);
+        ConnectionsRow row{};
+        row.count = count;
+        row.setup_us_per_connection = seconds * 1e6 / count;
+        row.client_kib_per_connection =
+            static_cast<double>(client_after - std::min(client_after, client_before)) / count;
+        row.server_kib_per_connection =
+            static_cast<double>(server_after - std::min(server_after, server_before)) / count;
+        for (NDK_CONNECTOR* connector : extra_connectors_) {
+            Waiter disconnected;
+            disconnected.Wait(connector->Dispatch->NdkDisconnect(connector, &Waiter::OnRequest, &disconnected));
+        }
+        return row;
+    }
+
+    const Options& options_;
+    ndktools::Side side_;
+    size_t data_bytes_ = 0;
+    ULONG depth_ = 0;
+    ULONG read_window_ = 1;
+    SOCKADDR_INET server_{};
+    ULONG server_length_ = 0;
+    Hello hello_{};
+    uint64_t credits_ = 0;
+    uint64_t pongs_ = 0;
+    bool done_ = false;
+    uint64_t server_value_ = 0;
+    double idle_cpu_percent_ = -1;
+    std::vector<NDK_QP*> extra_qps_;
+    std::vector<NDK_CONNECTOR*> extra_connectors_;
+};
+
+}  // namespace
+
+int RunServer(const Options& options) {
+    Server server(options);
+    return server.Run();
+}
+
+int RunClient(const Options& options) {
+    Client client(options);
+    return client.Run();
+}
+
+}  // namespace ndkperf
+
+namespace ndkperf {
+
+void Print(const Options& options, const std::vector<Row>& rows, const std::vector<LatencyRow>& latencies,
+           const ConnectionsRow& connections, double idle_cpu_percent) {
+    if (options.json) {
+        std::printf("{\"transport\":\"tcp\",\"window\":%u,\"results\":[", options.window);
+        for (size_t i = 0; i < rows.size(); ++i)
+            std::printf(
+                "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbps\":%.4f,\"gbits\":%.4f,\"mops\":%.4f}",
+                i ? "," : "", rows[i].test.c_str(), rows[i].size, rows[i].iterations, rows[i].gbps, rows[i].gbps * 8,
+                rows[i].mops);
+        std::printf("],\"latency\":[");
+        for (size_t i = 0; i < latencies.size(); ++i)
+            std::printf(
+                "%s{\"test\":\"send_pingpong\",\"size\":%zu,\"iterations\":%ld,\"one_way_p50_ns\":%.0f,"
+                "\"one_way_p99_ns\":%.0f}",
+                i ? "," : "", latencies[i].size, latencies[i].iterations, latencies[i].one_way_p50_ns,
+                latencies[i].one_way_p99_ns);
+        std::printf("]");
+        if (connections.count > 0)
+            std::printf(
+                ",\"connections\":{\"count\":%u,\"setup_us_per_connection\":%.1f,"
+                "\"client_kib_per_connection\":%.1f,\"server_kib_per_connection\":%.1f}",
+                connections.count, connections.setup_us_per_connection, connections.client_kib_per_connection,
+                connections.server_kib_per_connection);
+        if (idle_cpu_percent >= 0) std::printf(",\"idle_cpu_percent\":%.3f", idle_cpu_percent);
+        std::printf("}\n");
+        return;
+    }
+    std::printf("%-6s %9s %10s %10s %10s %10s\n", "test", "size", "iters", "GB/s", "Gb/s", "Mmsg/s");
+    for (const Row& r : rows)
+        std::printf("%-6s %9s %10ld %10.3f %10.3f %10.3f\n", r.test.c_str(), SizeName(r.size).c_str(), r.iterations,
+                    r.gbps, r.gbps * 8, r.mops);
+    for (const LatencyRow& l : latencies)
+        std::printf("send ping-pong %s: one-way p50 %.1f us, p99 %.1f us (%ld round trips)\n", SizeName(l.size).c_str(),
+                    l.one_way_p50_ns / 1e3, l.one_way_p99_ns / 1e3, l.iterations);
+    if (connections.count > 0)
+        std::printf(
+            "%u connections: %.0f us each to set up; %.1f KiB per connection on the client, %.1f KiB on the "
+            "server\n",
+            connections.count, connections.setup_us_per_connection, connections.client_kib_per_connection,
+            connections.server_kib_per_connection);
+    if (idle_cpu_percent >= 0)
+        std::printf("idle, one connection open: %.3f %% of a core for this process\n", idle_cpu_percent);
+}
+
+}  // namespace ndkperf
