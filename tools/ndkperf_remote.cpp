@@ -8,6 +8,8 @@
 //  - Connections: N more connections, their set-up time, and the memory they cost on both sides.
 #include "ndkperf_remote.hpp"
 
+#include "ndk_route.h"
+
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -102,22 +104,12 @@ int ParseAddress(const std::string& text, unsigned port, SOCKADDR_INET* address)
     std::exit(2);
 }
 
-// The address this host sends from to reach `destination` (the kernel's route), port 0: the adapter owns it when
-// it is bound to that interface (SOFTNDK_INTERFACE), or it is loopback.
 SOCKADDR_INET SourceFor(const SOCKADDR_INET& destination) {
     SOCKADDR_INET source{};
-    const int fd = ::socket(destination.si_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    socklen_t length = destination.si_family == AF_INET ? sizeof(SOCKADDR_IN) : sizeof(SOCKADDR_IN6);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&destination), length) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&source), &length) != 0) {
+    if (!ndk_source_for(&destination, &source)) {
         std::fprintf(stderr, "ndkperf: no route to the server\n");
         std::exit(1);
     }
-    ::close(fd);
-    if (source.si_family == AF_INET)
-        source.Ipv4.sin_port = 0;
-    else
-        source.Ipv6.sin6_port = 0;
     return source;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ndk_route.h"
 #include "ndk_wait.h"
 
 #define MAX_SIZE (64 * 1024)
@@ -219,13 +220,11 @@ int main(int argc, char** argv) {
             &wait,
             client.adapter->Dispatch->NdkCreateConnector(client.adapter, ndk_wait_on_create, &wait, &client.connector),
             &client.connector, "NdkCreateConnector");
-        SOCKADDR_INET source;
-        memset(&source, 0, sizeof(source));
-        source.si_family = bound.si_family; /* the loopback address of the family (the adapter owns it) */
-        if (source.si_family == AF_INET)
-            source.Ipv4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        else
-            memcpy(&source.Ipv6.sin6_addr, &in6addr_loopback, sizeof(source.Ipv6.sin6_addr));
+        SOCKADDR_INET source; /* where the host routes from (loopback for loopback, else the interface's address) */
+        if (!ndk_source_for(&bound, &source)) {
+            fprintf(stderr, "ndkping: no route to the server\n");
+            return 1;
+        }
         if (!serve) {
             char text[INET6_ADDRSTRLEN];
             inet_ntop(bound.si_family,

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 7 §5 "two hosts": two network namespaces joined by a veth pair, each with its own address. Each side's
+# adapter is bound to its end of the pair (SOFTNDK_INTERFACE), so it owns exactly that address; ndkping (every
+# iteration verified on both ends) and ndkperf (write, read, send, ping-pong) run between them over iWARP/TCP.
+# Skips (exit 77) with one line saying why when namespaces cannot be made: not root, or no CAP_SYS_ADMIN.
+set -euo pipefail
+ndkping="$1"
+ndkperf="$2"
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: not root, so no network namespaces can be made"; exit 77; fi
+if ! command -v ip >/dev/null; then echo "SKIP: iproute2 (ip) is not installed"; exit 77; fi
+tag="$$"
+a="sndk-a-$tag"
+b="sndk-b-$tag"
+veth_a="sva$tag"
+veth_b="svb$tag"
+net="10.$((200 + RANDOM % 50)).$((RANDOM % 250)).0"
+prefix="${net%.0}"
+log=$(mktemp -d)
+cleanup() {
+    ip netns pids "$a" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns pids "$b" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns del "$a" 2>/dev/null || true
+    ip netns del "$b" 2>/dev/null || true
+    rm -rf "$log"
+}
+trap cleanup EXIT
+if ! ip netns add "$a" 2>"$log/err" || ! ip netns add "$b" 2>>"$log/err"; then
+    echo "SKIP: network namespaces cannot be made here: $(head -1 "$log/err")"; exit 77
+fi
+ip link add "$veth_a" type veth peer name "$veth_b"
+ip link set "$veth_a" netns "$a"
+ip link set "$veth_b" netns "$b"
+ip -n "$a" addr add "$prefix.1/24" dev "$veth_a"
+ip -n "$b" addr add "$prefix.2/24" dev "$veth_b"
+for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
+ip -n "$a" link set "$veth_a" up
+ip -n "$b" link set "$veth_b" up
+in_a() { ip netns exec "$a" env SOFTNDK_INTERFACE="$veth_a" "$@"; }
+in_b() { ip netns exec "$b" env SOFTNDK_INTERFACE="$veth_b" "$@"; }
+for _ in $(seq 50); do ip netns exec "$a" ping -c1 -W1 "$prefix.2" >/dev/null 2>&1 && break; sleep 0.1; done
+
+echo "== ndkping from $prefix.1 ($veth_a in $a) to $prefix.2 ($veth_b in $b)"
+port=$((20000 + RANDOM % 20000))
+in_b "$ndkping" --server -a "$prefix.2" -p "$port" >"$log/server" 2>&1 &
+for _ in $(seq 50); do grep -q "listening" "$log/server" 2>/dev/null && break; sleep 0.1; done
+if ! in_a timeout 60 "$ndkping" --client -a "$prefix.2" -p "$port" -c 30 -s 65536 >"$log/client" 2>&1; then
+    echo "ndkping client failed:"; cat "$log/client" "$log/server"; exit 1
+fi
+wait || { echo "ndkping server failed:"; cat "$log/server"; exit 1; }
+tail -1 "$log/client"
+grep -q "30 iterations, 30 verified, 0 errors" "$log/client"
+grep -q "30 iterations, 30 verified, 0 errors" "$log/server"
+
+echo "== ndkperf between the namespaces"
+port=$((20000 + RANDOM % 20000))
+in_b "$ndkperf" --server -a "$prefix.2" -p "$port" --max-size 1048576 >"$log/perf-server" 2>&1 &
+for _ in $(seq 50); do grep -q "listening" "$log/perf-server" 2>/dev/null && break; sleep 0.1; done
+if ! in_a timeout 120 "$ndkperf" --client -a "$prefix.2" -p "$port" --sizes 64,65536,1048576 --seconds 0.1 \
+        --latency-sizes 64 >"$log/perf-client" 2>&1; then
+    echo "ndkperf client failed:"; cat "$log/perf-client" "$log/perf-server"; exit 1
+fi
+wait || { echo "ndkperf server failed:"; cat "$log/perf-server"; exit 1; }
+grep -E "^(write|read|send) |ping-pong" "$log/perf-client"
+
+echo "== an adapter bound to $veth_a does not own loopback: listening there fails"
+if in_a "$ndkping" --server -a 127.0.0.1 -p "$port" >"$log/refused" 2>&1; then
+    echo "listening on an address the adapter does not own succeeded"; exit 1
+fi
+grep -q "NdkListen failed" "$log/refused" || { cat "$log/refused"; exit 1; }
+echo "two namespaces: ndkping and ndkperf over veth, and the address check, passed"
