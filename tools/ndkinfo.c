@@ -1,4 +1,5 @@
-/* ndkinfo: the adapter's NDK_ADAPTER_INFO, printed the way ibv_devinfo prints a device. */
+/* ndkinfo: the adapter's NDK_ADAPTER_INFO, printed the way ibv_devinfo prints a device, then its interface,
+ * addresses and transport (SoftNdkQueryAdapterDetails). */
 #include <arpa/inet.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -65,9 +66,22 @@ int main(int argc, char** argv) {
     };
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); ++i)
         if (info.AdapterFlags & flags[i].flag) printf("\t%-28s%s\n", "", flags[i].name);
-    for (ULONG i = 0; i < config.LocalAddressCount; ++i) {
+    SOFTNDK_ADAPTER_DETAILS details;
+    memset(&details, 0, sizeof(details));
+    details.Size = sizeof(details);
+    ndk_check(SoftNdkQueryAdapterDetails(adapter, &details), "SoftNdkQueryAdapterDetails");
+    static const char* transports[] = {"auto (in-process to this process's listeners, else iWARP/TCP)", "in-process",
+                                       "in-process, deferred", "iWARP/TCP (MPA v2, DDP, RDMAP)"};
+    printf("\t%-28s%s\n", "wire_transport:", details.Transport <= 3 ? transports[details.Transport] : "?");
+    printf("\t%-28s%s\n", "mpa_crc:", details.MpaCrc ? "requested" : "if the peer asks");
+    printf("\t%-28s%u (busy-poll %u us)\n", "progress_threads:", details.ProgressThreads, details.BusyPollMicroseconds);
+    if (details.InterfaceName[0] != 0)
+        printf("\t%-28s%s (index %u)\n", "interface:", details.InterfaceName, details.InterfaceIndex);
+    else
+        printf("\t%-28s%s\n", "interface:", "none (the configured addresses; SOFTNDK_INTERFACE binds one)");
+    for (ULONG i = 0; i < details.LocalAddressCount; ++i) {
         char text[INET6_ADDRSTRLEN];
-        const SOCKADDR_INET* address = &config.LocalAddresses[i];
+        const SOCKADDR_INET* address = &details.LocalAddresses[i];
         if (address->si_family == AF_INET)
             inet_ntop(AF_INET, &address->Ipv4.sin_addr, text, sizeof(text));
         else

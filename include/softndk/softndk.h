@@ -87,6 +87,22 @@ SOFTNDK_API NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, ND
 /* Blocking (LIFE-15): returns once every object of the adapter is closed and every callback has returned. */
 SOFTNDK_API NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter);
 
+/* What an open adapter is bound to and how it reaches peers (issue 7 §7, for ndkinfo): the addresses it owns
+ * (an interface's when bound to one), its transport and wire options. */
+typedef struct _SOFTNDK_ADAPTER_DETAILS {
+    ULONG Size;             /* sizeof(SOFTNDK_ADAPTER_DETAILS) */
+    CHAR InterfaceName[16]; /* "" unless bound to an interface */
+    ULONG InterfaceIndex;   /* 0 unless bound */
+    ULONG Transport;        /* a SOFTNDK_TRANSPORT */
+    ULONG MpaCrc;
+    ULONG ProgressThreads;
+    ULONG BusyPollMicroseconds;
+    ULONG LocalAddressCount;
+    SOCKADDR_INET LocalAddresses[SOFTNDK_MAX_LOCAL_ADDRESSES];
+} SOFTNDK_ADAPTER_DETAILS;
+/* STATUS_INVALID_PARAMETER for an adapter that is not open, a NULL Details or a wrong Details->Size. */
+SOFTNDK_API NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTNDK_ADAPTER_DETAILS* Details);
+
 #ifdef __cplusplus
 }
 #endif

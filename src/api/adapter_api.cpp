@@ -1,4 +1,8 @@
 // NDK_ADAPTER_DISPATCH and the adapter open/close entry points (AMB-12).
+#include <net/if.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <new>
 
 #include "api/adapter_config.h"
@@ -178,6 +182,8 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
         }
     }
     adapter->accept_timeout_ms = Config->AcceptTimeoutMs;
+    adapter->progress_threads = Config->ProgressThreads;
+    adapter->busy_poll_us = Config->BusyPollMicroseconds;
     adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
     adapter->transport = Config->Transport;
     adapter->mpa_crc = Config->MpaCrc != 0;
@@ -229,5 +235,25 @@ extern "C" NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter) {
     adapter->executor.reset();  // joins the provider thread after its last job
     adapter->magic = 0;
     delete adapter;
+    return STATUS_SUCCESS;
+}
+
+extern "C" NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTNDK_ADAPTER_DETAILS* Details) {
+    AdapterObject* adapter = softndk::api::FromHandle<AdapterObject>(pNdkAdapter);
+    if (adapter == nullptr) return softndk::api::InvalidParameter("SoftNdkQueryAdapterDetails: not an open adapter");
+    if (Details == nullptr || Details->Size != sizeof(SOFTNDK_ADAPTER_DETAILS))
+        return softndk::api::InvalidParameter("SoftNdkQueryAdapterDetails: Details is NULL or its Size is wrong");
+    SOFTNDK_ADAPTER_DETAILS details{};
+    details.Size = sizeof(details);
+    std::snprintf(details.InterfaceName, sizeof(details.InterfaceName), "%s", adapter->interface_name.c_str());
+    details.InterfaceIndex = adapter->interface_name.empty() ? 0 : if_nametoindex(adapter->interface_name.c_str());
+    details.Transport = adapter->transport;
+    details.MpaCrc = adapter->mpa_crc ? 1 : 0;
+    details.ProgressThreads = adapter->progress_threads;
+    details.BusyPollMicroseconds = adapter->busy_poll_us;
+    details.LocalAddressCount =
+        static_cast<ULONG>(std::min<size_t>(adapter->local_addresses.size(), SOFTNDK_MAX_LOCAL_ADDRESSES));
+    std::copy_n(adapter->local_addresses.begin(), details.LocalAddressCount, details.LocalAddresses);
+    *Details = details;
     return STATUS_SUCCESS;
 }

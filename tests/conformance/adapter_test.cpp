@@ -260,8 +260,45 @@ TEST(AdapterOpenTest, CM_14_AdapterBoundToAnInterfaceOwnsItsAddresses) {
         EXPECT_TRUE(api::AdapterOwnsAddress(*object, loopback, false)) << "lo has 127.0.0.1";
         EXPECT_FALSE(api::AdapterOwnsAddress(*object, other, false)) << "the configured list was replaced";
         EXPECT_EQ(object->interface_name, "lo");
+        SOFTNDK_ADAPTER_DETAILS details{};
+        details.Size = sizeof(details);
+        ASSERT_EQ(SoftNdkQueryAdapterDetails(adapter, &details), STATUS_SUCCESS);
+        EXPECT_STREQ(details.InterfaceName, "lo");
+        EXPECT_EQ(details.InterfaceIndex, if_nametoindex("lo"));
+        ASSERT_GE(details.LocalAddressCount, 1u);
+        bool has_loopback = false;
+        for (ULONG i = 0; i < details.LocalAddressCount; ++i)
+            has_loopback |= details.LocalAddresses[i].si_family == AF_INET &&
+                            details.LocalAddresses[i].Ipv4.sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        EXPECT_TRUE(has_loopback) << "the interface's addresses, not the configured 10.0.0.1";
         EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
     }
+}
+
+// Issue 7 §7: what ndkinfo prints comes from the open adapter; bad arguments change nothing.
+TEST(AdapterOpenTest, CM_14_AdapterDetailsNameTheTransportAndRefuseBadArguments) {
+    SOFTNDK_ADAPTER_CONFIG config;
+    SoftNdkInitAdapterConfig(&config);
+    config.Transport = SOFTNDK_TRANSPORT_TCP;
+    config.MpaCrc = 1;
+    config.BusyPollMicroseconds = 7;
+    NDK_ADAPTER* adapter = nullptr;
+    ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS);
+    SOFTNDK_ADAPTER_DETAILS details{};
+    details.Size = sizeof(details);
+    ASSERT_EQ(SoftNdkQueryAdapterDetails(adapter, &details), STATUS_SUCCESS);
+    EXPECT_EQ(details.Transport, static_cast<ULONG>(SOFTNDK_TRANSPORT_TCP));
+    EXPECT_EQ(details.MpaCrc, 1u);
+    EXPECT_EQ(details.BusyPollMicroseconds, 7u);
+    EXPECT_STREQ(details.InterfaceName, "");
+    EXPECT_EQ(details.LocalAddressCount, config.LocalAddressCount);
+    SOFTNDK_ADAPTER_DETAILS wrong{};
+    wrong.Size = sizeof(wrong) - 1;
+    EXPECT_EQ(SoftNdkQueryAdapterDetails(adapter, &wrong), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(wrong.Transport, 0u) << "unchanged";
+    EXPECT_EQ(SoftNdkQueryAdapterDetails(adapter, nullptr), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(SoftNdkQueryAdapterDetails(nullptr, &details), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
 }
 
 }  // namespace
