@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -157,7 +158,10 @@ void TcpConnection::Emit(Event event, NTSTATUS status) {
 }
 
 void TcpConnection::OnReady(uint32_t events) {
-    if (phase_ == Phase::kClosed) return;
+    if (phase_ == Phase::kClosed) {
+        ContinueDrain(events);
+        return;
+    }
     if (peer_fin_.load() && (events & (EPOLLHUP | EPOLLERR))) {  // both FINs are through, or a reset after the FIN
         Shutdown(STATUS_SUCCESS, 0, false);
         return;
@@ -441,6 +445,12 @@ void TcpConnection::Close(std::function<void()> on_done) {
             self->reset_on_close_ = true;
         }
         self->Shutdown(STATUS_CANCELLED, 0, false);
+        std::vector<Finished> finished;
+        {
+            std::lock_guard lock(self->send_mutex_);
+            self->EndDrainLocked(&finished);  // a Terminate still waiting for room is given up
+        }
+        self->RunFinished(&finished);
         self->CloseSocket();  // half-closed after a Terminate until now
         if (on_done) on_done();
     });
@@ -486,15 +496,40 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     end_cause_.store(provider_error);  // what a request that comes too late is flushed with (CQ-14)
     closed_.store(true);
     std::vector<Finished> finished;
+    bool drain = false;
     {
         std::lock_guard lock(send_mutex_);
-        PumpLocked(&finished);  // best effort: a queued Terminate or Reject goes out if the socket takes it
-        for (std::unique_ptr<OutMessage>& message : out_) {  // flushed, with the cause (CQ-14)
+        PumpLocked(&finished);  // a queued Terminate or Reject goes out now if the socket takes it
+        // A Terminate the socket had no room for is kept, with the FPDU on its way before it (RFC 5040 §5.4: the
+        // peer must learn the cause); everything else is flushed now, with the cause (CQ-14).
+        drain = close_after_send_ && fd_ >= 0 && !dropping_ && TerminateQueuedLocked();
+        const OutMessage* in_flight =
+            drain && !fpdus_.empty() && fpdus_.front().message->opcode != wire::RdmapOpcode::kTerminate
+                ? fpdus_.front().message
+                : nullptr;
+        const OutMessage* terminate = nullptr;
+        for (const std::unique_ptr<OutMessage>& message : out_)
+            if (message->opcode == wire::RdmapOpcode::kTerminate) terminate = message.get();
+        if (drain)  // FPDUs name their messages: trimmed before any message is freed
+            while (!fpdus_.empty() && fpdus_.back().message != in_flight && fpdus_.back().message != terminate)
+                fpdus_.pop_back();
+        std::deque<std::unique_ptr<OutMessage>> kept;
+        for (std::unique_ptr<OutMessage>& message : out_) {
+            if (drain && (message.get() == in_flight || message.get() == terminate)) {
+                kept.push_back(std::move(message));
+                continue;
+            }
             if (message->request) finished.push_back({std::move(message->request), {STATUS_CANCELLED, provider_error}});
         }
-        out_.clear();
-        fpdus_.clear();
-        prepared_messages_ = 0;
+        out_ = std::move(kept);
+        if (drain) {
+            prepared_messages_ = std::min(prepared_messages_, out_.size());
+            draining_ = true;
+            drain_cause_ = provider_error;
+        } else {
+            fpdus_.clear();
+            prepared_messages_ = 0;
+        }
         raw_out_.clear();
     }
     {
@@ -511,13 +546,55 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     }
     rx_->receive.Clear();
     rx_->grant.Clear();
-    if (close_after_send_)
+    if (drain) {
+        std::lock_guard lock(send_mutex_);
+        want_write_ = true;  // the lane sends the rest when the socket has room (ContinueDrain)
+        RearmLocked();
+    } else if (close_after_send_) {
         HalfCloseSocket();  // a Terminate went out: the peer must read it before any reset (see there)
-    else
+    } else {
         CloseSocket();
+    }
     RunFinished(&finished);
     qp_ = nullptr;
     if (emit) Emit(Event::kFailed, status);
+}
+
+bool TcpConnection::TerminateQueuedLocked() const {
+    for (const std::unique_ptr<OutMessage>& message : out_)
+        if (message->opcode == wire::RdmapOpcode::kTerminate) return true;
+    return false;
+}
+
+void TcpConnection::ContinueDrain(uint32_t events) {
+    std::vector<Finished> finished;
+    bool done = false;
+    {
+        std::lock_guard lock(send_mutex_);
+        if (!draining_) return;
+        want_write_ = false;
+        if ((events & (EPOLLERR | EPOLLHUP)) == 0) PumpLocked(&finished);
+        done = (events & (EPOLLERR | EPOLLHUP)) != 0 || dropping_ || !TerminateQueuedLocked();
+        if (done) EndDrainLocked(&finished);
+        if (!done && !want_write_) {  // sent all the socket took without EAGAIN: wait for room again
+            want_write_ = true;
+            RearmLocked();
+        }
+    }
+    RunFinished(&finished);
+    if (done) HalfCloseSocket();
+}
+
+// The drain is over (sent, failed, or given up by Close): what it kept is flushed with the Shutdown's cause.
+void TcpConnection::EndDrainLocked(std::vector<Finished>* finished) {
+    if (!draining_) return;
+    draining_ = false;
+    for (std::unique_ptr<OutMessage>& message : out_)
+        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, drain_cause_}});
+    out_.clear();
+    fpdus_.clear();
+    prepared_messages_ = 0;
+    want_write_ = false;
 }
 
 // After a Terminate: FIN, stop reading, keep the descriptor until Close(). Closing it now, with the peer's

@@ -176,6 +176,11 @@ private:
     // ---- end of the stream ----
     // Flushes everything outstanding and closes. `terminate`: send one first (a local error).
     void Shutdown(NTSTATUS status, uint32_t provider_error, bool emit);
+    // After Shutdown with a Terminate the socket had no room for: send it when it has, then half-close. The FPDU
+    // on its way before it is finished first (framing); its request completes, flushed, when the drain ends.
+    void ContinueDrain(uint32_t events);
+    void EndDrainLocked(std::vector<Finished>* finished);
+    bool TerminateQueuedLocked() const;
     void CloseSocket();
     void HalfCloseSocket();
 
@@ -221,6 +226,8 @@ private:
     bool close_after_send_ = false;  // a Terminate is queued: nothing goes after it
     bool dropping_ = false;          // DropLocked(): nothing more is sent
     bool reset_on_close_ = false;    // SO_LINGER 0 is set: the close sends a reset
+    bool draining_ = false;          // ended, but the Terminate waits for room in the socket (then the FIN)
+    uint32_t drain_cause_ = 0;       // what the requests the drain kept are flushed with
     uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;          // QN 1
     uint32_t next_sink_stag_ = 0;

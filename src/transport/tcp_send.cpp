@@ -367,6 +367,7 @@ void TcpConnection::RearmLocked() {
 }
 
 uint32_t TcpConnection::WantedEventsLocked() const {
+    if (draining_) return want_write_ ? EPOLLOUT : 0u;  // nothing is read any more
     return (peer_fin_.load() ? 0u : static_cast<uint32_t>(EPOLLIN | EPOLLRDHUP)) | (want_write_ ? EPOLLOUT : 0u);
 }
 

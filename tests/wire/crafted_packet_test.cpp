@@ -47,6 +47,8 @@ protected:
         setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
         const int one = 1;
         setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (receive_buffer_ != 0)  // before connect: the window the peer offers
+            setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_, sizeof(receive_buffer_));
         SOCKADDR_IN address = Loopback(ListenerPort());
         ASSERT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
     }
@@ -215,6 +217,7 @@ protected:
     }
 
     int fd_ = -1;
+    int receive_buffer_ = 0;  // SO_RCVBUF of the raw peer (0: the default)
     bool crc_ = false;
     std::vector<uint8_t> terminate_bytes_;
     NDK_CONNECTOR* raw_connector_ = nullptr;
@@ -435,6 +438,28 @@ TEST_F(CraftedPacketTest, WIRE_ReadResponseWithoutRequestTerminates) {
     ASSERT_NO_FATAL_FAILURE(Handshake());
     ExpectTerminate(Fpdu(Header(wire::MakeReadResponseHeader(0x777, 0, true)), std::vector<uint8_t>(16, 2)),
                     term::kDdpTaggedInvalidStag);
+}
+
+// IRD (RFC 5040 §6.5, CM-03): the raw peer offered ORD 1, so softndk's IRD is 1. The peer reads nothing and
+// offers a tiny window, so the first 16 MiB Read Response stays queued at softndk; the second Read Request is
+// then beyond IRD. The Terminate must still reach the peer: it waits behind the FPDU already on its way (framing)
+// and goes out once the peer reads (the socket was full when it was made).
+TEST_F(CraftedPacketTest, WIRE_ReadRequestBeyondIrdTerminatesEvenBehindAFullSocket) {
+    receive_buffer_ = 4096;
+    Handshake();
+    constexpr size_t kPages = 4096;  // 16 MiB: more than the kernel's send buffer grows to on loopback
+    LockedBuffer source(kPages);
+    std::memset(source.data(), 0x6B, source.bytes());
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    const UINT32 token = mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
+    const uint64_t base = RemoteAddress(source);
+    SendBytes(ReadRequestFpdu(1, token, base, static_cast<uint32_t>(source.bytes())));
+    usleep(100000);  // the first Response fills the socket
+    const std::vector<uint8_t> beyond = ReadRequestFpdu(2, token, base, 64);
+    ExpectTerminate(beyond, term::kRdmapRemoteStreamCatastrophic);
+    for (size_t i = 0; i < source.bytes(); i += PAGE_SIZE) ASSERT_EQ(source.data()[i], 0x6B) << "a source is read only";
+    Close(&mr->Header);
 }
 
 TEST_F(CraftedPacketTest, WIRE_InterleavedTaggedMessagesTerminate) {

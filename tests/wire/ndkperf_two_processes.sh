@@ -6,10 +6,18 @@ set -euo pipefail
 ndkperf="$1"
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-port=$((20000 + RANDOM % 20000))
-"$ndkperf" --server -a 127.0.0.1 -p "$port" --max-size 1048576 >"$log/server" 2>&1 &
-server=$!
-for _ in $(seq 50); do grep -q "listening" "$log/server" 2>/dev/null && break; sleep 0.1; done
+for attempt in 1 2 3; do  # a random port another test holds: the server exits at once, take another
+    port=$((20000 + RANDOM % 20000))
+    "$ndkperf" --server -a 127.0.0.1 -p "$port" --max-size 1048576 >"$log/server" 2>&1 &
+    server=$!
+    for _ in $(seq 100); do
+        grep -q "listening" "$log/server" 2>/dev/null && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "listening" "$log/server" && break
+    echo "server attempt $attempt on port $port: $(cat "$log/server")"
+done
 if ! timeout 120 "$ndkperf" --client -a 127.0.0.1 -p "$port" --sizes 64,65536,1048576 --seconds 0.05 \
         --latency-sizes 64,4096 --connections 20 --json >"$log/client" 2>"$log/progress"; then
     echo "client failed:"; cat "$log/client" "$log/progress"; kill "$server" 2>/dev/null || true; cat "$log/server"
