@@ -1,0 +1,313 @@
+// ndk_test_peer: the remote side of the conformance tests run with the peer in another process (issue 7 §5).
+// It listens on 127.0.0.1, accepts one connection with its own softndk adapter (iWARP/TCP: the test's process is
+// elsewhere), and does what the test asks over the control socket (tests/peer/peer_protocol.h): register
+// memory, post receives, poll its CQ, show its memory, disconnect. It is an NDK consumer of the public API only.
+// Usage: ndk_test_peer --control-fd N [--mode 0|1|2]
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <softndk/softndk.h>
+
+#include "peer/peer_protocol.h"
+
+namespace {
+
+using softndk::peer::Op;
+using softndk::peer::Reply;
+using softndk::peer::Request;
+
+struct Waiter {
+    std::atomic<bool> done{false};
+    NTSTATUS status = STATUS_PENDING;
+    NDK_OBJECT_HEADER* object = nullptr;
+    static VOID OnRequest(PVOID context, NTSTATUS status) {
+        auto* waiter = static_cast<Waiter*>(context);
+        waiter->status = status;
+        waiter->done = true;
+    }
+    static VOID OnClose(PVOID context) { OnRequest(context, STATUS_SUCCESS); }
+    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
+        static_cast<Waiter*>(context)->object = object;
+        OnRequest(context, status);
+    }
+    NTSTATUS Wait(NTSTATUS returned) {
+        if (returned != STATUS_PENDING) return returned;
+        while (!done) usleep(50);
+        return status;
+    }
+};
+
+void Check(NTSTATUS status, const char* what) {
+    if (!NT_SUCCESS(status)) {
+        std::fprintf(stderr, "ndk_test_peer: %s failed 0x%08X %s\n", what, static_cast<unsigned>(status),
+                     SoftNdkGetLastErrorText());
+        std::exit(3);
+    }
+}
+
+template <class T>
+T* Created(Waiter& waiter, NTSTATUS returned, T* const* slot, const char* what) {
+    Check(waiter.Wait(returned), what);
+    return *slot != nullptr ? *slot : reinterpret_cast<T*>(waiter.object);
+}
+
+template <class T>
+void CloseObject(T* object) {
+    if (object == nullptr) return;
+    Waiter closed;
+    auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(object->Dispatch);
+    closed.Wait(close(&object->Header, &Waiter::OnClose, &closed));
+}
+
+struct Region {
+    uint8_t* memory = nullptr;
+    size_t bytes = 0;
+    MDL* mdl = nullptr;
+    NDK_MR* mr = nullptr;
+    bool registered = false;
+};
+
+std::atomic<NDK_CONNECTOR*> g_incoming{nullptr};
+std::atomic<uint32_t> g_disconnects{0};
+VOID OnConnect(PVOID, NDK_CONNECTOR* connector) {
+    g_incoming = connector;
+}
+VOID OnDisconnect(PVOID) {
+    g_disconnects.fetch_add(1);
+}
+VOID IgnoreCq(PVOID, NTSTATUS) {}
+
+class Peer {
+public:
+    Peer(int control, ULONG mode) : control_(control) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.CompletionMode = mode;
+        config.RandomSeed = 4242;
+        Check(SoftNdkOpenAdapter(&config, &adapter_), "SoftNdkOpenAdapter");
+        Waiter pd;
+        pd_ = Created(pd, adapter_->Dispatch->NdkCreatePd(adapter_, &Waiter::OnCreate, &pd, &pd_), &pd_, "NdkCreatePd");
+        Waiter cq;
+        cq_ = Created(
+            cq,
+            adapter_->Dispatch->NdkCreateCq(adapter_, 256, &IgnoreCq, nullptr, nullptr, &Waiter::OnCreate, &cq, &cq_),
+            &cq_, "NdkCreateCq");
+        Waiter qp;
+        qp_ = Created(
+            qp, pd_->Dispatch->NdkCreateQp(pd_, cq_, cq_, nullptr, 64, 64, 4, 4, 64, &Waiter::OnCreate, &qp, &qp_),
+            &qp_, "NdkCreateQp");
+        Waiter listener;
+        listener_ = Created(listener,
+                            adapter_->Dispatch->NdkCreateListener(adapter_, &OnConnect, nullptr, &Waiter::OnCreate,
+                                                                  &listener, &listener_),
+                            &listener_, "NdkCreateListener");
+        SOCKADDR_IN address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        Waiter listened;
+        Check(listened.Wait(listener_->Dispatch->NdkListen(listener_, reinterpret_cast<PSOCKADDR>(&address),
+                                                           sizeof(address), &Waiter::OnRequest, &listened)),
+              "NdkListen");
+        ULONG length = sizeof(address);
+        Check(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&address), &length),
+              "NdkGetLocalAddress");
+        port_ = ntohs(address.sin_port);
+    }
+
+    ~Peer() {
+        if (accept_waiter_ != nullptr) accept_waiter_->Wait(accept_returned_);
+        CloseObject(connector_);
+        CloseObject(listener_);
+        CloseObject(qp_);
+        for (Region& region : regions_) {
+            CloseObject(region.mr);  // deregisters (LIFE-09)
+            MmUnlockPages(region.mdl);
+            IoFreeMdl(region.mdl);
+            munmap(region.memory, region.bytes);
+        }
+        CloseObject(cq_);
+        CloseObject(pd_);
+        SoftNdkCloseAdapter(adapter_);
+    }
+
+    int Run() {
+        Reply hello{STATUS_SUCCESS, port_, 0, 0, 0, 0};
+        if (::send(control_, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) return 4;
+        while (true) {
+            AcceptIfAsked();
+            pollfd ready{control_, POLLIN, 0};
+            if (::poll(&ready, 1, 1) <= 0) continue;
+            Request request{};
+            const ssize_t got = ::recv(control_, &request, sizeof(request), 0);
+            if (got <= 0) return 0;  // the test is gone
+            if (got != sizeof(request)) return 5;
+            if (request.op == Op::kExit) {
+                Reply done{STATUS_SUCCESS, 0, 0, 0, 0, 0};
+                ::send(control_, &done, sizeof(done), MSG_NOSIGNAL);
+                return 0;
+            }
+            Answer(request);
+        }
+    }
+
+private:
+    void AcceptIfAsked() {
+        NDK_CONNECTOR* incoming = g_incoming.exchange(nullptr);
+        if (incoming == nullptr) return;
+        connector_ = incoming;
+        accept_waiter_ = std::make_unique<Waiter>();
+        accept_returned_ = connector_->Dispatch->NdkAccept(connector_, qp_, 16, 16, nullptr, 0, &OnDisconnect, nullptr,
+                                                           &Waiter::OnRequest, accept_waiter_.get());
+    }
+
+    Region* RegionOf(uint32_t index) { return index < regions_.size() ? &regions_[index] : nullptr; }
+
+    void Answer(const Request& request) {
+        Reply reply{STATUS_SUCCESS, 0, 0, 0, 0, 0};
+        std::vector<uint8_t> payload;
+        Region* region = RegionOf(request.mr);
+        switch (request.op) {
+            case Op::kRegister: {
+                Region fresh;
+                fresh.bytes = request.a * PAGE_SIZE;
+                fresh.memory = static_cast<uint8_t*>(
+                    mmap(nullptr, fresh.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+                fresh.mdl = IoAllocateMdl(fresh.memory, static_cast<ULONG>(fresh.bytes), FALSE, FALSE, nullptr);
+                Check(SoftNdkProbeAndLockPages(fresh.mdl, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
+                Waiter created;
+                fresh.mr =
+                    Created(created, pd_->Dispatch->NdkCreateMr(pd_, FALSE, &Waiter::OnCreate, &created, &fresh.mr),
+                            &fresh.mr, "NdkCreateMr");
+                Waiter registered;
+                reply.status = registered.Wait(fresh.mr->Dispatch->NdkRegisterMr(
+                    fresh.mr, fresh.mdl, fresh.bytes, static_cast<ULONG>(request.b), &Waiter::OnRequest, &registered));
+                fresh.registered = NT_SUCCESS(reply.status);
+                reply.value = static_cast<uint32_t>(regions_.size());
+                reply.a = fresh.registered ? fresh.mr->Dispatch->NdkGetRemoteTokenFromMr(fresh.mr) : 0;
+                reply.b = reinterpret_cast<uint64_t>(fresh.memory);
+                reply.c = fresh.registered ? fresh.mr->Dispatch->NdkGetLocalTokenFromMr(fresh.mr) : 0;
+                regions_.push_back(fresh);
+                break;
+            }
+            case Op::kDeregister: {
+                if (region == nullptr) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                Waiter deregistered;
+                reply.status = deregistered.Wait(
+                    region->mr->Dispatch->NdkDeregisterMr(region->mr, &Waiter::OnRequest, &deregistered));
+                break;
+            }
+            case Op::kFill:
+                if (region == nullptr)
+                    reply.status = STATUS_INVALID_PARAMETER;
+                else
+                    std::memset(region->memory, static_cast<int>(request.a), region->bytes);
+                break;
+            case Op::kReadMemory:
+                if (region == nullptr || request.b > softndk::peer::kMaxPayload || request.a > region->bytes ||
+                    request.b > region->bytes - request.a) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                payload.assign(region->memory + request.a, region->memory + request.a + request.b);
+                break;
+            case Op::kReceive: {
+                if (region == nullptr || request.a > region->bytes || request.b > region->bytes - request.a) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                NDK_SGE sge{};
+                sge.VirtualAddress = region->memory + request.a;
+                sge.Length = static_cast<ULONG>(request.b);
+                sge.MemoryRegionToken = region->mr->Dispatch->NdkGetLocalTokenFromMr(region->mr);
+                reply.status = qp_->Dispatch->NdkReceive(qp_, reinterpret_cast<PVOID>(request.c), &sge, 1);
+                break;
+            }
+            case Op::kPoll: {
+                NDK_RESULT_EX result{};
+                reply.status = STATUS_IO_TIMEOUT;
+                for (uint64_t waited = 0; waited <= request.a * 10; ++waited) {
+                    if (cq_->Dispatch->NdkGetCqResultsEx(cq_, &result, 1) == 1) {
+                        reply.status = STATUS_SUCCESS;
+                        reply.value = static_cast<uint32_t>(result.Type);
+                        reply.a = static_cast<uint32_t>(result.Status);
+                        reply.b = result.BytesTransferred;
+                        reply.c = reinterpret_cast<uint64_t>(result.RequestContext);
+                        reply.d = result.ProviderErrorCode;
+                        break;
+                    }
+                    usleep(100);
+                }
+                break;
+            }
+            case Op::kDisconnects:
+                reply.value = g_disconnects.load();
+                break;
+            case Op::kDisconnect: {
+                if (connector_ == nullptr) {
+                    reply.status = STATUS_CONNECTION_INVALID;
+                    break;
+                }
+                Waiter disconnected;
+                reply.status = disconnected.Wait(
+                    connector_->Dispatch->NdkDisconnect(connector_, &Waiter::OnRequest, &disconnected));
+                break;
+            }
+            default:
+                reply.status = STATUS_NOT_SUPPORTED;
+                break;
+        }
+        std::vector<uint8_t> message(sizeof(reply) + payload.size());
+        std::memcpy(message.data(), &reply, sizeof(reply));
+        if (!payload.empty()) std::memcpy(message.data() + sizeof(reply), payload.data(), payload.size());
+        ::send(control_, message.data(), message.size(), MSG_NOSIGNAL);
+    }
+
+    const int control_;
+    NDK_ADAPTER* adapter_ = nullptr;
+    NDK_PD* pd_ = nullptr;
+    NDK_CQ* cq_ = nullptr;
+    NDK_QP* qp_ = nullptr;
+    NDK_LISTENER* listener_ = nullptr;
+    NDK_CONNECTOR* connector_ = nullptr;
+    std::unique_ptr<Waiter> accept_waiter_;
+    NTSTATUS accept_returned_ = STATUS_SUCCESS;
+    uint32_t port_ = 0;
+    std::vector<Region> regions_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int control = -1;
+    ULONG mode = SOFTNDK_COMPLETION_INLINE;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string arg = argv[i];
+        if (arg == "--control-fd") control = std::atoi(argv[i + 1]);
+        if (arg == "--mode") mode = static_cast<ULONG>(std::atoi(argv[i + 1]));
+    }
+    if (control < 0) {
+        std::fprintf(stderr, "usage: ndk_test_peer --control-fd N [--mode 0|1|2]\n");
+        return 2;
+    }
+    int status;
+    {
+        Peer peer(control, mode);
+        status = peer.Run();
+    }
+    return status;
+}

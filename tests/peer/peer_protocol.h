@@ -1,0 +1,38 @@
+// The control channel between a test and ndk_test_peer (issue 7 §5, the suites' third configuration: the peer in
+// another process). One fixed-size request, one fixed-size reply (+ bytes for kReadMemory), over a
+// SOCK_SEQPACKET socketpair. The NDK connection itself is iWARP/TCP between the two processes.
+#pragma once
+
+#include <cstdint>
+
+namespace softndk::peer {
+
+enum class Op : uint32_t {
+    kRegister = 1,     // a = pages, b = NDK_MR_FLAG_*: value = MR index, a = remote token, b = address, c = local token
+    kDeregister = 2,   // mr
+    kFill = 3,         // mr, a = byte
+    kReadMemory = 4,   // mr, a = offset, b = length (≤ kMaxPayload): the bytes follow the reply
+    kReceive = 5,      // mr, a = offset, b = length, c = request context
+    kPoll = 6,         // a = timeout ms: status STATUS_IO_TIMEOUT, or value = Type, a = Status, b = BytesTransferred,
+                       // c = RequestContext, d = ProviderErrorCode
+    kDisconnects = 7,  // value = disconnect events so far
+    kDisconnect = 8,   // NdkDisconnect, waited for
+    kExit = 9,
+};
+
+struct Request {
+    Op op;
+    uint32_t mr;
+    uint64_t a, b, c;
+};
+
+struct Reply {
+    int32_t status;  // an NTSTATUS
+    uint32_t value;
+    uint64_t a, b, c, d;
+};
+
+// First message from the peer, unasked: status, value = the port it listens on (127.0.0.1).
+inline constexpr size_t kMaxPayload = 64 * 1024;
+
+}  // namespace softndk::peer
