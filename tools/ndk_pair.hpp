@@ -14,42 +14,9 @@
 
 #include <softndk/softndk.h>
 
+#include "ndk_waiter.hpp"
+
 namespace ndktools {
-
-inline void Check(NTSTATUS status, const char* what) {
-    if (!NT_SUCCESS(status)) {
-        std::fprintf(stderr, "%s failed: 0x%08X %s\n", what, static_cast<unsigned>(status), SoftNdkGetLastErrorText());
-        std::exit(1);
-    }
-}
-
-struct Waiter {
-    std::atomic<bool> done{false};
-    NTSTATUS status = STATUS_PENDING;
-    NDK_OBJECT_HEADER* object = nullptr;
-    static VOID OnRequest(PVOID context, NTSTATUS status) {
-        auto* waiter = static_cast<Waiter*>(context);
-        waiter->status = status;
-        waiter->done = true;
-    }
-    static VOID OnRequestClose(PVOID context) { OnRequest(context, STATUS_SUCCESS); }
-    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
-        static_cast<Waiter*>(context)->object = object;
-        OnRequest(context, status);
-    }
-    NTSTATUS Wait(NTSTATUS returned) {
-        if (returned != STATUS_PENDING) return returned;
-        while (!done) sched_yield();
-        return status;
-    }
-};
-
-// The created object: stored through `slot` when the call completed inline, else given to the completion.
-template <class T>
-T* Created(Waiter& waiter, NTSTATUS returned, T* const* slot, const char* what) {
-    Check(waiter.Wait(returned), what);
-    return *slot != nullptr ? *slot : reinterpret_cast<T*>(waiter.object);
-}
 
 struct Side {
     NDK_ADAPTER* adapter = nullptr;

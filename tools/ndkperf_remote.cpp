@@ -27,6 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using ndktools::Check;
+using ndktools::CloseObject;
 using ndktools::Created;
 using ndktools::Waiter;
 
@@ -70,6 +71,13 @@ struct Control {
     uint64_t size;
     uint64_t value;  // kDone from the server: its resident memory in KiB
 };
+
+SOFTNDK_ADAPTER_CONFIG ConfigFor(const Options& options) {
+    SOFTNDK_ADAPTER_CONFIG config;
+    SoftNdkInitAdapterConfig(&config);  // the environment's settings (SOFTNDK_INTERFACE, _TRACE, …) apply
+    config.CompletionMode = options.mode;
+    return config;
+}
 
 uint64_t ResidentKiB() {
     long pages = 0, resident = 0;
@@ -138,14 +146,6 @@ NDK_CONNECTOR* CreateConnector(ndktools::Side& side) {
                    &connector, "NdkCreateConnector");
 }
 
-template <class T>
-void CloseObject(T* object) {
-    if (object == nullptr) return;
-    Waiter closed;
-    auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(object->Dispatch);
-    closed.Wait(close(&object->Header, &Waiter::OnRequestClose, &closed));
-}
-
 // ---- server ----------------------------------------------------------------------------------------------
 
 struct ServerConnection {
@@ -179,9 +179,7 @@ VOID OnServerDisconnect(PVOID context) {
 class Server {
 public:
     Server(const Options& options) : options_(options) {
-        SOFTNDK_ADAPTER_CONFIG config;
-        SoftNdkInitAdapterConfig(&config);
-        config.CompletionMode = options.mode;
+        const SOFTNDK_ADAPTER_CONFIG config = ConfigFor(options);
         data_bytes_ = ROUND_TO_PAGES(options.largest);
         // A connection's receives and sends, for every connection the client may open.
         // Data (RDMA target and receive spill), the send area, the first connection's receive slots.
@@ -356,9 +354,7 @@ VOID OnClientDisconnect(PVOID) {
 class Client {
 public:
     Client(const Options& options) : options_(options) {
-        SOFTNDK_ADAPTER_CONFIG config;
-        SoftNdkInitAdapterConfig(&config);
-        config.CompletionMode = options.mode;
+        const SOFTNDK_ADAPTER_CONFIG config = ConfigFor(options);
         data_bytes_ = ROUND_TO_PAGES(options.largest);
         depth_ = options.window + kServerReceives + 16;
         // Data, the send area, the receive spill, the receive slots.

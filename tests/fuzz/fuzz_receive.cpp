@@ -21,6 +21,7 @@
 
 #include <softndk/softndk.h>
 
+#include "ndk_waiter.hpp"
 #include "wire/iwarp_wire.h"
 
 namespace {
@@ -28,32 +29,9 @@ namespace {
 constexpr size_t kPages = 4;  // page 0 and 3: canaries; pages 1-2: registered
 constexpr uint8_t kCanary = 0xA5;
 
-struct Waiter {
-    std::atomic<bool> done{false};
-    std::atomic<NTSTATUS> status{STATUS_PENDING};
-    std::atomic<void*> object{nullptr};
-    static VOID OnRequest(PVOID context, NTSTATUS status) {
-        auto* self = static_cast<Waiter*>(context);
-        self->status = status;
-        self->done = true;
-    }
-    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
-        auto* self = static_cast<Waiter*>(context);
-        self->object = object;
-        self->status = status;
-        self->done = true;
-    }
-    static VOID OnClose(PVOID context) { static_cast<Waiter*>(context)->done = true; }
-    NTSTATUS Wait(NTSTATUS returned) {
-        if (returned != STATUS_PENDING) return returned;
-        for (int i = 0; i < 200000 && !done; ++i) usleep(10);
-        if (!done) {
-            std::fprintf(stderr, "fuzz_receive: a request never completed\n");
-            std::abort();
-        }
-        return status;
-    }
-};
+// A request that never completes aborts the run: a hang is a finding.
+constexpr int kRequestTimeoutMs = 2000;
+using ndktools::Waiter;
 
 void Require(bool ok, const char* what) {
     if (ok) return;
@@ -90,10 +68,7 @@ void Close(NDK_OBJECT_HEADER* object) {
     Waiter closed;
     // Every dispatch table starts with NdkCloseObject (ndkpi.h).
     auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
-    if (close(object, &Waiter::OnClose, &closed) == STATUS_PENDING) {
-        closed.status = STATUS_PENDING;
-        closed.Wait(STATUS_PENDING);
-    }
+    closed.Wait(close(object, &Waiter::OnRequestClose, &closed), kRequestTimeoutMs);
 }
 
 World& Setup() {
@@ -105,13 +80,14 @@ World& Setup() {
         config.AcceptTimeoutMs = 1000;
         Require(SoftNdkOpenAdapter(&config, &w->adapter) == STATUS_SUCCESS, "open adapter");
         Waiter pd;
-        Require(
-            pd.Wait(w->adapter->Dispatch->NdkCreatePd(w->adapter, &Waiter::OnCreate, &pd, &w->pd)) == STATUS_SUCCESS,
-            "pd");
+        Require(pd.Wait(w->adapter->Dispatch->NdkCreatePd(w->adapter, &Waiter::OnCreate, &pd, &w->pd),
+                        kRequestTimeoutMs) == STATUS_SUCCESS,
+                "pd");
         w->pd = Created(pd, w->pd);
         Waiter cq;
         Require(cq.Wait(w->adapter->Dispatch->NdkCreateCq(w->adapter, 256, &World::OnCq, w, nullptr, &Waiter::OnCreate,
-                                                          &cq, &w->cq)) == STATUS_SUCCESS,
+                                                          &cq, &w->cq),
+                        kRequestTimeoutMs) == STATUS_SUCCESS,
                 "cq");
         w->cq = Created(cq, w->cq);
         w->memory = static_cast<uint8_t*>(
@@ -122,20 +98,24 @@ World& Setup() {
         Require(w->mdl != nullptr, "mdl");
         MmProbeAndLockPages(w->mdl, KernelMode, IoModifyAccess);
         Waiter mr;
-        Require(mr.Wait(w->pd->Dispatch->NdkCreateMr(w->pd, FALSE, &Waiter::OnCreate, &mr, &w->mr)) == STATUS_SUCCESS,
+        Require(mr.Wait(w->pd->Dispatch->NdkCreateMr(w->pd, FALSE, &Waiter::OnCreate, &mr, &w->mr),
+                        kRequestTimeoutMs) == STATUS_SUCCESS,
                 "mr");
         w->mr = Created(mr, w->mr);
         Waiter registered;
-        Require(registered.Wait(w->mr->Dispatch->NdkRegisterMr(
-                    w->mr, w->mdl, 2 * PAGE_SIZE,
-                    NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
-                    &Waiter::OnRequest, &registered)) == STATUS_SUCCESS,
+        Require(registered.Wait(
+                    w->mr->Dispatch->NdkRegisterMr(
+                        w->mr, w->mdl, 2 * PAGE_SIZE,
+                        NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
+                        &Waiter::OnRequest, &registered),
+                    kRequestTimeoutMs) == STATUS_SUCCESS,
                 "register");
         w->token = w->mr->Dispatch->NdkGetRemoteTokenFromMr(w->mr);
         w->base = reinterpret_cast<uint64_t>(w->memory + PAGE_SIZE);
         Waiter listener;
-        Require(listener.Wait(w->adapter->Dispatch->NdkCreateListener(
-                    w->adapter, &World::OnConnect, w, &Waiter::OnCreate, &listener, &w->listener)) == STATUS_SUCCESS,
+        Require(listener.Wait(w->adapter->Dispatch->NdkCreateListener(w->adapter, &World::OnConnect, w,
+                                                                      &Waiter::OnCreate, &listener, &w->listener),
+                              kRequestTimeoutMs) == STATUS_SUCCESS,
                 "listener");
         w->listener = Created(listener, w->listener);
         SOCKADDR_IN address{};
@@ -143,8 +123,8 @@ World& Setup() {
         address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         Waiter listened;
         Require(listened.Wait(w->listener->Dispatch->NdkListen(w->listener, reinterpret_cast<PSOCKADDR>(&address),
-                                                               sizeof(address), &Waiter::OnRequest, &listened)) ==
-                    STATUS_SUCCESS,
+                                                               sizeof(address), &Waiter::OnRequest, &listened),
+                              kRequestTimeoutMs) == STATUS_SUCCESS,
                 "listen");
         ULONG length = sizeof(address);
         w->listener->Dispatch->NdkGetLocalAddress(w->listener, reinterpret_cast<PSOCKADDR>(&address), &length);
@@ -196,12 +176,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Waiter qp_created;
     NDK_QP* qp = nullptr;
     Require(qp_created.Wait(world.pd->Dispatch->NdkCreateQp(world.pd, world.cq, world.cq, nullptr, 16, 16, 4, 4, 64,
-                                                            &Waiter::OnCreate, &qp_created, &qp)) == STATUS_SUCCESS,
+                                                            &Waiter::OnCreate, &qp_created, &qp),
+                            kRequestTimeoutMs) == STATUS_SUCCESS,
             "qp");
     qp = Created(qp_created, qp);
     Waiter accepted;
     Require(accepted.Wait(connector->Dispatch->NdkAccept(connector, qp, 2, 2, nullptr, 0, &World::OnDisconnect, &world,
-                                                         &Waiter::OnRequest, &accepted)) == STATUS_SUCCESS,
+                                                         &Waiter::OnRequest, &accepted),
+                          kRequestTimeoutMs) == STATUS_SUCCESS,
             "accept");
     for (int r = 0; r < 2; ++r) {
         NDK_SGE sge{};

@@ -20,6 +20,7 @@
 
 #include <softndk/softndk.h>
 
+#include "ndk_waiter.hpp"
 #include "peer/peer_protocol.h"
 
 namespace {
@@ -28,48 +29,10 @@ using softndk::peer::Op;
 using softndk::peer::Reply;
 using softndk::peer::Request;
 
-struct Waiter {
-    std::atomic<bool> done{false};
-    NTSTATUS status = STATUS_PENDING;
-    NDK_OBJECT_HEADER* object = nullptr;
-    static VOID OnRequest(PVOID context, NTSTATUS status) {
-        auto* waiter = static_cast<Waiter*>(context);
-        waiter->status = status;
-        waiter->done = true;
-    }
-    static VOID OnClose(PVOID context) { OnRequest(context, STATUS_SUCCESS); }
-    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
-        static_cast<Waiter*>(context)->object = object;
-        OnRequest(context, status);
-    }
-    NTSTATUS Wait(NTSTATUS returned) {
-        if (returned != STATUS_PENDING) return returned;
-        while (!done) usleep(50);
-        return status;
-    }
-};
-
-void Check(NTSTATUS status, const char* what) {
-    if (!NT_SUCCESS(status)) {
-        std::fprintf(stderr, "ndk_test_peer: %s failed 0x%08X %s\n", what, static_cast<unsigned>(status),
-                     SoftNdkGetLastErrorText());
-        std::exit(3);
-    }
-}
-
-template <class T>
-T* Created(Waiter& waiter, NTSTATUS returned, T* const* slot, const char* what) {
-    Check(waiter.Wait(returned), what);
-    return *slot != nullptr ? *slot : reinterpret_cast<T*>(waiter.object);
-}
-
-template <class T>
-void CloseObject(T* object) {
-    if (object == nullptr) return;
-    Waiter closed;
-    auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(object->Dispatch);
-    closed.Wait(close(&object->Header, &Waiter::OnClose, &closed));
-}
+using ndktools::Check;
+using ndktools::CloseObject;
+using ndktools::Created;
+using ndktools::Waiter;
 
 struct Region {
     uint8_t* memory = nullptr;

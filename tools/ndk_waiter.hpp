@@ -1,0 +1,67 @@
+// Waiting for NDK completions from C++ consumers (the tools, the test peer, the receive fuzzer): every call may
+// complete inline or pend (completion modes), so each is waited for the same way.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include <softndk/softndk.h>
+
+namespace ndktools {
+
+inline void Check(NTSTATUS status, const char* what) {
+    if (!NT_SUCCESS(status)) {
+        std::fprintf(stderr, "%s failed: 0x%08X %s\n", what, static_cast<unsigned>(status), SoftNdkGetLastErrorText());
+        std::exit(1);
+    }
+}
+
+struct Waiter {
+    std::atomic<bool> done{false};
+    std::atomic<NTSTATUS> status{STATUS_PENDING};
+    std::atomic<NDK_OBJECT_HEADER*> object{nullptr};
+    static VOID OnRequest(PVOID context, NTSTATUS status) {
+        auto* waiter = static_cast<Waiter*>(context);
+        waiter->status = status;
+        waiter->done = true;
+    }
+    static VOID OnRequestClose(PVOID context) { OnRequest(context, STATUS_SUCCESS); }
+    static VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
+        static_cast<Waiter*>(context)->object = object;
+        OnRequest(context, status);
+    }
+    // `returned` is what the call returned; STATUS_PENDING waits for the completion. With `timeout_ms`, a
+    // completion that never comes aborts the process (a hang is a bug the caller must see).
+    NTSTATUS Wait(NTSTATUS returned, int timeout_ms = 0) {
+        if (returned != STATUS_PENDING) return returned;
+        for (long waited_us = 0; !done; waited_us += 10) {
+            if (timeout_ms > 0 && waited_us / 1000 > timeout_ms) {
+                std::fprintf(stderr, "a request never completed (%d ms)\n", timeout_ms);
+                std::abort();
+            }
+            usleep(10);
+        }
+        return status;
+    }
+};
+
+// The created object: stored through `slot` when the call completed inline, else given to the completion.
+template <class T>
+T* Created(Waiter& waiter, NTSTATUS returned, T* const* slot, const char* what) {
+    Check(waiter.Wait(returned), what);
+    return *slot != nullptr ? *slot : reinterpret_cast<T*>(waiter.object.load());
+}
+
+// Closes any NDK object through its dispatch table's first member (NdkCloseObject, ndkpi.h) and waits.
+template <class T>
+void CloseObject(T* object) {
+    if (object == nullptr) return;
+    Waiter closed;
+    auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(object->Dispatch);
+    closed.Wait(close(&object->Header, &Waiter::OnRequestClose, &closed));
+}
+
+}  // namespace ndktools
