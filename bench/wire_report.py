@@ -44,23 +44,29 @@ for path in glob.glob(os.path.join(out, "fi_pingpong-*.txt")):
         rows = [line.split() for line in f if re.match(r"^\s*\d+[kmg]?\s", line)]
     if rows:  # bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
         fabric[size] = {"mbytes": float(rows[-1][5]), "usec": float(rows[-1][6])}
+rma = {}
+rma_path = os.path.join(out, "fi_rma_write_bw.jsonl")
+if os.path.exists(rma_path):
+    with open(rma_path) as f:
+        rma = {r["size"]: r["gbits"] for r in map(json.loads, f)}
 raw = load("tcp_pingpong.json")
 scale = load("ndkperf-connections.json").get("connections", {})
 
-print("| size | write Gb/s | read Gb/s | send Gb/s | iperf3 Gb/s | write / iperf3 |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| size | write Gb/s | read Gb/s | send Gb/s | iperf3 Gb/s | write / iperf3 | libfabric tcp RMA write Gb/s "
+      "| write / libfabric |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for size in sizes:
     w, r, s = (bandwidth.get((t, size), 0) for t in ("write", "read", "send"))
     base = iperf.get(size, 0)
-    print(f"| {size_name(size)} | {w:.2f} | {r:.2f} | {s:.2f} | {base:.2f} | {w / base if base else 0:.2f}× |")
+    fab = rma.get(size, 0)
+    print(f"| {size_name(size)} | {w:.2f} | {r:.2f} | {s:.2f} | {base:.2f} | {w / base if base else 0:.2f}× | "
+          f"{fab:.2f} | {w / fab if fab else 0:.2f}× |")
 print()
 if fabric:
-    print("| size | libfabric tcp fi_pingpong MB/s | its one-way µs | ndkperf write MB/s | write / fi_pingpong |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| size | libfabric tcp fi_pingpong MB/s | its one-way µs |")
+    print("| ---: | ---: | ---: |")
     for size in sorted(fabric):
-        w = bandwidth.get(("write", size), 0) * 1e3 / 8
-        print(f"| {size_name(size)} | {fabric[size]['mbytes']:.1f} | {fabric[size]['usec']:.1f} | {w:.1f} | "
-              f"{w / fabric[size]['mbytes']:.2f}× |")
+        print(f"| {size_name(size)} | {fabric[size]['mbytes']:.1f} | {fabric[size]['usec']:.1f} |")
     print()
 latency = next(l for l in ndk["latency"] if l["size"] == 64)
 print(f"- 64 B one-way (Send ping-pong): ndkperf p50 {latency['one_way_p50_ns'] / 1e3:.1f} µs, raw TCP busy-poll "
@@ -72,10 +78,12 @@ print(f"- the same with the progress threads' busy-poll window off (SOFTNDK_BUSY
 if 1048576 in iperf:
     w = bandwidth.get(("write", 1048576), 0)
     print(f"- 1 MiB write: {w:.2f} Gb/s = {w / iperf[1048576]:.2f}× iperf3 (target ≥ 0.9×)", end="")
-    if 1048576 in fabric:
-        print(f", {w * 1e3 / 8 / fabric[1048576]['mbytes']:.2f}× libfabric tcp fi_pingpong (target ≥ 1.0×)")
+    if 1048576 in rma:
+        print(f", {w / rma[1048576]:.2f}× libfabric tcp RMA write (target ≥ 1.0×)")
     else:
         print()
+if 64 in fabric:
+    print(f"- libfabric tcp fi_pingpong 64 B one-way: {fabric[64]['usec']:.1f} µs")
 if "idle_cpu_percent" in ndk:
     print(f"- idle adapter with one connection open: {ndk['idle_cpu_percent']:.3f} % of a core (target < 1 %)")
 if scale:

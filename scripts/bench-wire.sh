@@ -3,7 +3,7 @@
 #   - ndkperf between two processes over TCP loopback: write, read, send bandwidth 64 B … 4 MiB, Send ping-pong
 #     64 B, 1000 connections (set-up time, memory), the CPU of an idle adapter with a connection open;
 #   - iperf3, one stream, the same message sizes (-l);
-#   - libfabric's tcp provider (Debian's libfabric-bin: fi_pingpong, message ping-pong);
+#   - libfabric's tcp provider: RMA write bandwidth (bench/fi_rma_write_bw) and fi_pingpong (message ping-pong);
 #   - a raw TCP ping-pong that busy-polls (bench/tcp_pingpong).
 # Writes build/release/bench-wire/*.json, then bench/wire_report.py prints the table and draws
 # docs/wire-bandwidth.png. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT]
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-1}"
 scripts/install-deps.sh
-packages=(iperf3 libfabric-bin gnuplot-nox)
+packages=(iperf3 libfabric-bin libfabric-dev gnuplot-nox)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -23,7 +23,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 cmake --preset release >/dev/null
-cmake --build --preset release -j"$(nproc)" --target ndkperf tcp_pingpong >/dev/null
+cmake --preset release >/dev/null  # again: finds libfabric-dev when it was just installed
+cmake --build --preset release -j"$(nproc)" --target ndkperf tcp_pingpong fi_rma_write_bw >/dev/null
 out=build/release/bench-wire
 mkdir -p "$out"
 rm -f "$out"/*.json
@@ -65,7 +66,10 @@ for size in ${sizes//,/ }; do
   wait
 done
 
-echo "== libfabric tcp (fi_pingpong, msg endpoints)"
+echo "== libfabric tcp RMA write bandwidth (bench/fi_rma_write_bw, msg endpoints, window 16)"
+build/release/bench/fi_rma_write_bw --sizes "$sizes" --seconds "$seconds" --window 16 >"$out/fi_rma_write_bw.jsonl"
+
+echo "== libfabric tcp message ping-pong (fi_pingpong, msg endpoints)"
 for size in 64 1024 65536 1048576; do
   iterations=$((size >= 65536 ? 500 : 5000))
   p=$(port)
