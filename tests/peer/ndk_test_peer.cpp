@@ -40,6 +40,7 @@ struct Region {
     MDL* mdl = nullptr;
     NDK_MR* mr = nullptr;
     bool registered = false;
+    std::vector<uint8_t> lam;  // a fast-register MR's logical address mapping (NdkBuildLAM)
 };
 
 std::atomic<NDK_CONNECTOR*> g_incoming{nullptr};
@@ -95,6 +96,9 @@ public:
         CloseObject(listener_);
         CloseObject(qp_);
         for (Region& region : regions_) {
+            if (!region.lam.empty())
+                adapter_->Dispatch->NdkReleaseLAM(adapter_,
+                                                  reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(region.lam.data()));
             CloseObject(region.mr);  // deregisters (LIFE-09)
             MmUnlockPages(region.mdl);
             IoFreeMdl(region.mdl);
@@ -106,7 +110,7 @@ public:
     }
 
     int Run() {
-        Reply hello{STATUS_SUCCESS, port_, 0, 0, 0, 0};
+        Reply hello{STATUS_SUCCESS, port_, 0, 0, 0, 0, 0};
         if (::send(control_, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) return 4;
         while (true) {
             AcceptIfAsked();
@@ -117,7 +121,7 @@ public:
             if (got <= 0) return 0;  // the test is gone
             if (got != sizeof(request)) return 5;
             if (request.op == Op::kExit) {
-                Reply done{STATUS_SUCCESS, 0, 0, 0, 0, 0};
+                Reply done{STATUS_SUCCESS, 0, 0, 0, 0, 0, 0};
                 ::send(control_, &done, sizeof(done), MSG_NOSIGNAL);
                 return 0;
             }
@@ -135,20 +139,41 @@ private:
                                                            &Waiter::OnRequest, accept_waiter_.get());
     }
 
+    static Region NewMemory(uint64_t pages) {
+        Region fresh;
+        fresh.bytes = pages * PAGE_SIZE;
+        fresh.memory = static_cast<uint8_t*>(
+            mmap(nullptr, fresh.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        fresh.mdl = IoAllocateMdl(fresh.memory, static_cast<ULONG>(fresh.bytes), FALSE, FALSE, nullptr);
+        Check(SoftNdkProbeAndLockPages(fresh.mdl, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
+        return fresh;
+    }
+
+    // The completion of the peer's own request `context` (a fast-register or an invalidate): its status.
+    NTSTATUS AwaitOwn(PVOID context) {
+        for (int waited = 0; waited < 50000; ++waited) {
+            NDK_RESULT_EX result{};
+            if (cq_->Dispatch->NdkGetCqResultsEx(cq_, &result, 1) == 1) {
+                if (result.RequestContext == context) return result.Status;
+                std::fprintf(stderr, "ndk_test_peer: an unexpected completion while waiting for its own\n");
+                return STATUS_INTERNAL_ERROR;
+            }
+            usleep(100);
+        }
+        return STATUS_IO_TIMEOUT;
+    }
+
     Region* RegionOf(uint32_t index) { return index < regions_.size() ? &regions_[index] : nullptr; }
 
     void Answer(const Request& request) {
-        Reply reply{STATUS_SUCCESS, 0, 0, 0, 0, 0};
+        Reply reply{STATUS_SUCCESS, 0, 0, 0, 0, 0, 0};
         std::vector<uint8_t> payload;
         Region* region = RegionOf(request.mr);
+        if ((request.op == Op::kFastRegister || request.op == Op::kInvalidate) && accept_waiter_ != nullptr)
+            accept_waiter_->Wait(accept_returned_);  // initiator requests need the connection (QP-09)
         switch (request.op) {
             case Op::kRegister: {
-                Region fresh;
-                fresh.bytes = request.a * PAGE_SIZE;
-                fresh.memory = static_cast<uint8_t*>(
-                    mmap(nullptr, fresh.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-                fresh.mdl = IoAllocateMdl(fresh.memory, static_cast<ULONG>(fresh.bytes), FALSE, FALSE, nullptr);
-                Check(SoftNdkProbeAndLockPages(fresh.mdl, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
+                Region fresh = NewMemory(request.a);
                 Waiter created;
                 fresh.mr =
                     Created(created, pd_->Dispatch->NdkCreateMr(pd_, FALSE, &Waiter::OnCreate, &created, &fresh.mr),
@@ -161,9 +186,47 @@ private:
                 reply.a = fresh.registered ? fresh.mr->Dispatch->NdkGetRemoteTokenFromMr(fresh.mr) : 0;
                 reply.b = reinterpret_cast<uint64_t>(fresh.memory);
                 reply.c = fresh.registered ? fresh.mr->Dispatch->NdkGetLocalTokenFromMr(fresh.mr) : 0;
-                regions_.push_back(fresh);
+                regions_.push_back(std::move(fresh));
                 break;
             }
+            case Op::kFastRegister: {
+                Region fresh = NewMemory(request.a);
+                Waiter created;
+                fresh.mr =
+                    Created(created, pd_->Dispatch->NdkCreateMr(pd_, TRUE, &Waiter::OnCreate, &created, &fresh.mr),
+                            &fresh.mr, "NdkCreateMr");
+                const ULONG pages = static_cast<ULONG>(request.a);
+                Waiter initialized;
+                Check(initialized.Wait(fresh.mr->Dispatch->NdkInitializeFastRegisterMr(
+                          fresh.mr, pages, TRUE, &Waiter::OnRequest, &initialized)),
+                      "NdkInitializeFastRegisterMr");
+                fresh.lam.resize(NDK_LAM_SIZE(pages));
+                auto* lam = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(fresh.lam.data());
+                ULONG size = static_cast<ULONG>(fresh.lam.size()), fbo = 0;
+                Waiter built;
+                Check(built.Wait(adapter_->Dispatch->NdkBuildLAM(adapter_, fresh.mdl, fresh.bytes, &Waiter::OnRequest,
+                                                                 &built, lam, &size, &fbo)),
+                      "NdkBuildLAM");
+                reply.status = qp_->Dispatch->NdkFastRegister(qp_, reinterpret_cast<PVOID>(0xFA57), fresh.mr, pages,
+                                                              lam->AdapterPageArray, 0, fresh.bytes, fresh.memory,
+                                                              static_cast<ULONG>(request.b));
+                if (NT_SUCCESS(reply.status)) reply.status = AwaitOwn(reinterpret_cast<PVOID>(0xFA57));
+                fresh.registered = NT_SUCCESS(reply.status);
+                reply.value = static_cast<uint32_t>(regions_.size());
+                reply.a = fresh.mr->Dispatch->NdkGetRemoteTokenFromMr(fresh.mr);
+                reply.b = reinterpret_cast<uint64_t>(fresh.memory);
+                regions_.push_back(std::move(fresh));
+                break;
+            }
+            case Op::kInvalidate:
+                if (region == nullptr) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                reply.status =
+                    qp_->Dispatch->NdkInvalidate(qp_, reinterpret_cast<PVOID>(0x1A7A), &region->mr->Header, 0);
+                if (NT_SUCCESS(reply.status)) reply.status = AwaitOwn(reinterpret_cast<PVOID>(0x1A7A));
+                break;
             case Op::kDeregister: {
                 if (region == nullptr) {
                     reply.status = STATUS_INVALID_PARAMETER;
@@ -211,6 +274,7 @@ private:
                         reply.b = result.BytesTransferred;
                         reply.c = reinterpret_cast<uint64_t>(result.RequestContext);
                         reply.d = result.ProviderErrorCode;
+                        reply.e = result.TypeSpecificCompletionOutput;
                         break;
                     }
                     usleep(100);

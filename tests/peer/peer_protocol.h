@@ -14,10 +14,13 @@ enum class Op : uint32_t {
     kReadMemory = 4,   // mr, a = offset, b = length (≤ kMaxPayload): the bytes follow the reply
     kReceive = 5,      // mr, a = offset, b = length, c = request context
     kPoll = 6,         // a = timeout ms: status STATUS_IO_TIMEOUT, or value = Type, a = Status, b = BytesTransferred,
-                       // c = RequestContext, d = ProviderErrorCode
+                       // c = RequestContext, d = ProviderErrorCode, e = TypeSpecificCompletionOutput
     kDisconnects = 7,  // value = disconnect events so far
     kDisconnect = 8,   // NdkDisconnect, waited for
     kExit = 9,
+    kFastRegister = 10,  // a = pages, b = NDK_OP_FLAG_ALLOW_*: a fast-register MR over fresh memory, registered at
+                         // its own address and waited for; value = MR index, a = remote token, b = address
+    kInvalidate = 11,    // mr: NdkInvalidate of a fast-registered MR, waited for
 };
 
 struct Request {
@@ -29,7 +32,7 @@ struct Request {
 struct Reply {
     int32_t status;  // an NTSTATUS
     uint32_t value;
-    uint64_t a, b, c, d;
+    uint64_t a, b, c, d, e;
 };
 
 // First message from the peer, unasked: status, value = the port it listens on (127.0.0.1).

@@ -314,6 +314,44 @@ TEST_P(RemotePeerTest, QP_17_SendLargerThanThePeersReceiveEndsTheConnectionWithI
         << std::hex << flushed.ProviderErrorCode;
 }
 
+// A fast-registered region of the peer: written through its token, then retired by our Send with Invalidate. The
+// peer's receive says which token it invalidated, and a Write through it afterwards is refused.
+TEST_P(RemotePeerTest, FR_18_TOK_10_13_14_SendWithInvalidateRetiresThePeersFastRegisteredToken) {
+    const Reply fast = Call(Op::kFastRegister, 0, 2, NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ);
+    ASSERT_EQ(fast.status, STATUS_SUCCESS);
+    const PeerRegion region{fast.value, static_cast<UINT32>(fast.a), fast.b};
+    std::memset(buffer_->data(), 0x3E, 128);
+    NDK_SGE out = LocalSge(0, 128);
+    ASSERT_EQ(qp_->Dispatch->NdkWrite(qp_, nullptr, &out, 1, region.address + 8, region.token, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Next().Status, STATUS_SUCCESS);
+    NDK_SGE probe = LocalSge(PAGE_SIZE, 1);
+    ASSERT_EQ(qp_->Dispatch->NdkRead(qp_, nullptr, &probe, 1, region.address + 8, region.token, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Next().Status, STATUS_SUCCESS) << "the fast-registered token works";
+    EXPECT_EQ(PeerMemory(region, 8, 128), std::vector<uint8_t>(128, 0x3E));
+    const PeerRegion inbox = PeerRegister(1, kRemoteAll);
+    ASSERT_EQ(Call(Op::kReceive, inbox.index, 0, 64, 0x42).status, STATUS_SUCCESS);
+    NDK_SGE sge = LocalSge(0, 16);
+    ASSERT_EQ(qp_->Dispatch->NdkSendAndInvalidate(qp_, nullptr, &sge, 1, 0, region.token), STATUS_SUCCESS);
+    EXPECT_EQ(Next().Type, NdkOperationTypeSend) << "TOK-13";
+    const Reply received = PeerPoll();
+    ASSERT_EQ(received.status, STATUS_SUCCESS);
+    EXPECT_EQ(static_cast<NTSTATUS>(received.a), STATUS_SUCCESS);
+    EXPECT_EQ(received.value, static_cast<uint32_t>(NdkOperationTypeReceiveAndInvalidate));
+    EXPECT_EQ(received.e, region.token) << "the invalidated token";
+    const PeerRegion other = PeerRegister(kPages, kRemoteAll);
+    ExpectWriteRefused(other, region.token, region.address, engine::TerminateProviderError(1, 1, 0x00));
+}
+
+// The peer invalidates its own fast-registered region: the token it gave out no longer works (FR-24, TOK-14).
+TEST_P(RemotePeerTest, FR_24_TokenOfALocallyInvalidatedRegionIsRefused) {
+    const Reply fast = Call(Op::kFastRegister, 0, 1, NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ);
+    ASSERT_EQ(fast.status, STATUS_SUCCESS);
+    const PeerRegion region{fast.value, static_cast<UINT32>(fast.a), fast.b};
+    ASSERT_EQ(Call(Op::kInvalidate, region.index).status, STATUS_SUCCESS);
+    const PeerRegion other = PeerRegister(kPages, kRemoteAll);
+    ExpectWriteRefused(other, region.token, region.address, engine::TerminateProviderError(1, 1, 0x00));
+}
+
 TEST_P(RemotePeerTest, CM_24_26_27_GracefulDisconnectAcrossProcessesIndicatesOnceEachWay) {
     Completion done;
     const NTSTATUS returned = connector_->Dispatch->NdkDisconnect(connector_, &Completion::OnRequest, &done);
