@@ -1,4 +1,6 @@
 // NDK_CQ_DISPATCH (CQ-01 … CQ-23).
+#include <sched.h>
+
 #include <new>
 
 #include "api/async_request.h"
@@ -44,19 +46,35 @@ NTSTATUS ResizeCq(NDK_CQ* handle, ULONG depth, NDK_FN_REQUEST_COMPLETION complet
 VOID ArmCq(NDK_CQ* handle, ULONG type) {
     CqObject* cq = FromHandle<CqObject>(handle);
     if (cq == nullptr) return;
+    if (cq->adapter->progress) cq->adapter->progress->EndInline();  // the consumer waits now: lanes, take over
     cq->queue.Arm(type);
+}
+
+// An empty poll of a CQ fed by sockets: the completion needs a progress thread, which a consumer spinning here
+// would keep off the CPU until the scheduler tick (4 ms) when the cores are all busy.
+void YieldToProgress(CqObject* cq) {
+    thread_local uint32_t empty_polls = 0;
+    if ((++empty_polls & 7) == 0 && cq->adapter->progress && cq->adapter->progress->watching()) sched_yield();
 }
 
 ULONG GetCqResults(NDK_CQ* handle, NDK_RESULT results[], ULONG count) {
     CqObject* cq = FromHandle<CqObject>(handle);
     if (cq == nullptr || results == nullptr) return 0;
-    return cq->queue.Poll(results, count);
+    ULONG taken = cq->queue.Poll(results, count);
+    if (taken == 0 && cq->adapter->progress && cq->adapter->progress->PollInline())
+        taken = cq->queue.Poll(results, count);
+    if (taken == 0) YieldToProgress(cq);
+    return taken;
 }
 
 ULONG GetCqResultsEx(NDK_CQ* handle, NDK_RESULT_EX results[], ULONG count) {
     CqObject* cq = FromHandle<CqObject>(handle);
     if (cq == nullptr || results == nullptr) return 0;
-    return cq->queue.PollEx(results, count);
+    ULONG taken = cq->queue.PollEx(results, count);
+    if (taken == 0 && cq->adapter->progress && cq->adapter->progress->PollInline())
+        taken = cq->queue.PollEx(results, count);
+    if (taken == 0) YieldToProgress(cq);
+    return taken;
 }
 
 // CQ-17: the adapter does not advertise CQ_INTERRUPT_MODERATION_SUPPORTED (completions are polled or

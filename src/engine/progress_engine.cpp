@@ -1,5 +1,7 @@
 #include "engine/progress_engine.h"
 
+#include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -60,12 +62,28 @@ void ProgressEngine::Post(uint64_t lane, std::function<void()> job) {
     }
 }
 
+namespace {
+thread_local bool t_in_lane = false;  // this thread holds a run lock: a handler never polls inline
+// While a consumer polls a lane inline, the lane's thread sleeps on its wake-up fd alone (in the sockets' epoll
+// set every arrival would wake it for nothing) and looks again this often; a job posted still wakes it at once.
+constexpr int64_t kInlineHoldNs = 1'000'000;
+int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+}  // namespace
+
 bool ProgressEngine::RunQueued(Worker& worker) {
+    std::lock_guard run(worker.run_mutex);
+    t_in_lane = true;
     while (true) {
         std::function<void()> job;
         {
             std::lock_guard lock(worker.mutex);
-            if (worker.queue.empty()) return !worker.stopping;
+            if (worker.queue.empty()) {
+                t_in_lane = false;
+                return !worker.stopping;
+            }
             job = std::move(worker.queue.front());
             worker.queue.pop_front();
         }
@@ -112,10 +130,9 @@ void ProgressEngine::Unwatch(Watched* watched) {
     worker.watch_count.fetch_sub(1, std::memory_order_release);
 }
 
-bool ProgressEngine::PollOnce(Worker& worker, int timeout_ms) {
-    epoll_event events[16];
-    const int ready = epoll_wait(worker.epoll_fd, events, 16, timeout_ms);
+bool ProgressEngine::HandleReady(Worker& worker, const epoll_event* events, int ready) {
     bool ran = false;
+    t_in_lane = true;
     for (int i = 0; i < ready; ++i) {
         if (events[i].data.ptr == nullptr) {  // the wake-up eventfd
             uint64_t count = 0;
@@ -127,22 +144,79 @@ bool ProgressEngine::PollOnce(Worker& worker, int timeout_ms) {
         watched->handler(events[i].events);
         ran = true;
     }
+    t_in_lane = false;
+    return ran;
+}
+
+bool ProgressEngine::PollOnce(Worker& worker, int timeout_ms) {
+    epoll_event events[16];
+    std::unique_lock run(worker.run_mutex, std::defer_lock);
+    if (timeout_ms == 0) run.lock();  // a blocking wait takes the lock once something is ready
+    const int ready = epoll_wait(worker.epoll_fd, events, 16, timeout_ms);
+    if (!run.owns_lock()) run.lock();
+    const bool ran = HandleReady(worker, events, ready);
+    // Freed by this thread alone, under the run lock: a batch taken before the lock may name an entry that an
+    // inline poller retired meanwhile (it stays allocated, not live, until here).
     std::list<std::unique_ptr<Watched>> retired;
     {
         std::lock_guard lock(worker.mutex);
         retired.swap(worker.retired);
     }
-    return ran;  // `retired` is freed here, after the batch
+    retired.clear();
+    return ran;
+}
+
+bool ProgressEngine::PollInline() {
+    if (t_in_lane) return false;
+    bool ran = false;
+    for (auto& owned : workers_) {
+        Worker& worker = *owned;
+        if (worker.watch_count.load(std::memory_order_relaxed) == 0 ||
+            worker.queued.load(std::memory_order_acquire) != 0)
+            continue;  // jobs first, on the lane's thread
+        std::unique_lock run(worker.run_mutex, std::try_to_lock);
+        if (!run.owns_lock()) continue;  // the lane's thread is running it
+        worker.inline_until.store(NowNs() + kInlineHoldNs, std::memory_order_relaxed);
+        epoll_event events[16];
+        const int ready = epoll_wait(worker.epoll_fd, events, 16, 0);
+        ran |= HandleReady(worker, events, ready);
+    }
+    return ran;
+}
+
+void ProgressEngine::EndInline() {
+    for (auto& worker : workers_) {
+        if (worker->inline_until.exchange(0, std::memory_order_relaxed) == 0) continue;
+        if (worker->sleeping.load(std::memory_order_seq_cst)) {
+            const uint64_t one = 1;
+            (void)!write(worker->wake_fd, &one, sizeof(one));
+        }
+    }
 }
 
 void ProgressEngine::Run(Worker& worker) {
     using Clock = std::chrono::steady_clock;
     while (RunQueued(worker)) {
+        const int64_t hold = worker.inline_until.load(std::memory_order_relaxed) - NowNs();
+        if (hold > 0) {  // a consumer drives the sockets: sleep on the wake-up fd alone
+            worker.sleeping.store(true, std::memory_order_seq_cst);
+            if (worker.queued.load(std::memory_order_seq_cst) == 0) {
+                pollfd wake{worker.wake_fd, POLLIN, 0};
+                if (::poll(&wake, 1, static_cast<int>(hold / 1'000'000) + 1) > 0) {
+                    uint64_t count = 0;
+                    (void)!read(worker.wake_fd, &count, sizeof(count));
+                }
+            }
+            worker.sleeping.store(false, std::memory_order_relaxed);
+            continue;
+        }
         // Busy-poll briefly: a job posted, or a socket that turns ready, within the window needs no wake-up.
         auto until = Clock::now() + std::chrono::microseconds(busy_poll_us_);
         while (worker.queued.load(std::memory_order_acquire) == 0 && Clock::now() < until) {
             if (worker.watch_count.load(std::memory_order_acquire) != 0 && PollOnce(worker, 0))
                 until = Clock::now() + std::chrono::microseconds(busy_poll_us_);
+            else
+                sched_yield();  // spin politely: the consumer's thread may be waiting for this CPU
         }
         if (worker.queued.load(std::memory_order_acquire) != 0) continue;
         worker.sleeping.store(true, std::memory_order_seq_cst);

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+struct epoll_event;
+
 namespace softndk::engine {
 
 class ProgressEngine {
@@ -42,9 +44,21 @@ public:
     void Modify(Watched* watched, uint32_t events);
     void Unwatch(Watched* watched);
     uint32_t threads() const { return static_cast<uint32_t>(workers_.size()); }
+    // From a consumer's thread that found its CQ empty: runs the ready socket handlers of each idle lane right
+    // here, as that lane (its run lock held), instead of waiting for the lane's thread. True if one ran. While a
+    // consumer polls like this the lane's thread stays off the sockets (see Run).
+    bool PollInline();
+    void EndInline();  // a consumer stops polling (it arms a CQ): the lanes' threads watch the sockets again
+    // True while some socket is watched: a consumer spinning on an empty CQ then yields to the lanes.
+    bool watching() const {
+        for (const auto& worker : workers_)
+            if (worker->watch_count.load(std::memory_order_relaxed) != 0) return true;
+        return false;
+    }
 
 private:
     struct Worker {
+        std::mutex run_mutex;  // held by whoever runs this lane's jobs and handlers: its thread or an inline poller
         std::mutex mutex;
         std::list<std::unique_ptr<Watched>> watched;  // under mutex; entries are freed only on the worker thread,
         std::list<std::unique_ptr<Watched>> retired;  // after the epoll batch that may still name them
@@ -52,6 +66,7 @@ private:
         std::deque<std::function<void()>> queue;
         std::atomic<uint32_t> queued{0};
         std::atomic<bool> sleeping{false};
+        std::atomic<int64_t> inline_until{0};  // steady-clock ns: a consumer polls this lane inline until then
         bool stopping = false;
         int epoll_fd = -1;
         int wake_fd = -1;  // an eventfd in the epoll set
@@ -61,6 +76,7 @@ private:
     bool RunQueued(Worker& worker);  // false when stopping and nothing is left
     // Waits up to `timeout_ms` for sockets and the wake-up fd, runs the ready handlers; true if one ran.
     bool PollOnce(Worker& worker, int timeout_ms);
+    bool HandleReady(Worker& worker, const ::epoll_event* events, int ready);  // under the run lock
 
     const uint32_t busy_poll_us_;
     std::vector<std::unique_ptr<Worker>> workers_;

@@ -254,6 +254,7 @@ void QueuePair::HandOver(const InitiatorRequest& request) {
     handed->fenced = (request.flags & NDK_OP_FLAG_READ_FENCE) != 0;
     handed->solicited = (request.flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
     handed->invalidate = request.invalidate;
+    handed->deferred = (request.flags & NDK_OP_FLAG_DEFER) != 0;
     handed->token = request.token;
     handed->address = request.address;
     if (request.flags & NDK_OP_FLAG_INLINE) {  // QP-13: copy now, the buffer is the consumer's again on return
@@ -303,6 +304,7 @@ void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, Inbou
             while (!held_.empty() && MayStartLocked(*held_.front())) {
                 std::unique_ptr<TransportRequest> next = std::move(held_.front());
                 held_.pop_front();
+                next->deferred = false;  // started late, by a completion: no later post would send it
                 StartLocked(std::move(next));
             }
         }

@@ -80,6 +80,10 @@ public:
 
     // ---- connection management ----
     void Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit);
+    // CB-15: an initiator post that fails inline first indicates every request deferred before it.
+    void IndicateDeferred() {
+        if (state() == State::kConnected && transport_ != nullptr) transport_->Kick();
+    }
     void SetState(State state) { state_.store(state, std::memory_order_release); }
     State state() const { return state_.load(std::memory_order_acquire); }
     // Error state: initiator requests complete with STATUS_CANCELLED. A terminate flushes the receives; a

@@ -115,6 +115,7 @@ public:
     void Submit(std::unique_ptr<engine::TransportRequest> request) override;
     // A local error found by the engine: send a Terminate, then close (RFC 5040 §5.4).
     void Terminate(uint32_t provider_error) override;
+    void Kick() override;
 
 private:
     enum class Phase : uint8_t {
@@ -150,6 +151,8 @@ private:
 
     // ---- receive (tcp_receive.cpp) ----
     void ReadFpdus();
+    void ReadFpdusBatch();
+    bool responses_queued_ = false;        // lane only: Read Responses wait for the end of the receive batch
     bool ProcessHead();                    // the first bytes of an FPDU are in: plan its body
     bool FinishFpdu();                     // its body is in
     bool PlanTagged(const uint8_t* head);  // Write / Read Response
@@ -161,7 +164,7 @@ private:
     bool Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size);
 
     // ---- send (tcp_send.cpp) ----
-    void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished);
+    void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump = true);
     void PumpLocked(std::vector<Finished>* finished);
     size_t GatherLocked(iovec* iov, size_t room) const;
     void AdvanceLocked(size_t sent, std::vector<Finished>* finished);

@@ -47,7 +47,20 @@ bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint
     return false;
 }
 
+// The Read Responses to the Read Requests of one batch of reads go out together, in one sendmsg.
 void TcpConnection::ReadFpdus() {
+    ReadFpdusBatch();
+    if (!responses_queued_) return;
+    responses_queued_ = false;
+    std::vector<Finished> finished;
+    {
+        std::lock_guard lock(send_mutex_);
+        PumpLocked(&finished);
+    }
+    RunFinished(&finished);
+}
+
+void TcpConnection::ReadFpdusBatch() {
     Rx& rx = *rx_;
     for (int round = 0; round < 64 && phase_ != Phase::kClosed; ++round) {
         iovec iov[kMaxIovecs];
@@ -79,6 +92,8 @@ void TcpConnection::ReadFpdus() {
                 iov[count++] = {rx.next + rx.next_have, Rx::kLookahead - rx.next_have};
             }
         }
+        size_t requested = 0;
+        for (size_t i = 0; i < count; ++i) requested += iov[i].iov_len;
         const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
         if (trace_) {
             const int error = errno;  // the trace's file calls must not change what the checks below read
@@ -141,6 +156,9 @@ void TcpConnection::ReadFpdus() {
             rx.head_need = Rx::kLookahead;
             rx.step = Rx::Step::kHead;
         }
+        // A short read drained the socket: the next readv would only say EAGAIN (level-triggered, so epoll
+        // reports the next bytes).
+        if (static_cast<size_t>(got) < requested) return;
     }
 }
 
@@ -388,7 +406,8 @@ bool TcpConnection::HandleReadRequest() {
     response->inbound_read = true;
     inbound_reads_.fetch_add(1, std::memory_order_acq_rel);
     std::vector<Finished> finished;
-    Enqueue(std::move(response), &finished);
+    Enqueue(std::move(response), &finished, /*pump=*/false);  // ReadFpdus sends it at the end of the batch
+    responses_queued_ = true;
     RunFinished(&finished);
     return true;
 }

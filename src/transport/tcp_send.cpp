@@ -17,8 +17,8 @@
 namespace softndk::transport {
 namespace {
 
-constexpr size_t kMaxPreparedFpdus = 16;
-constexpr size_t kMaxIovecs = 64;
+constexpr size_t kMaxPreparedFpdus = 64;
+constexpr size_t kMaxIovecs = 192;
 
 }  // namespace
 
@@ -58,6 +58,7 @@ size_t AppendIovecs(const std::vector<engine::Piece>& pieces, uint64_t from, uin
 void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
     auto message = std::make_unique<OutMessage>();
     const engine::TransportRequest::Kind kind = request->kind;
+    const bool pump = !request->deferred;  // NDK_OP_FLAG_DEFER: one sendmsg for a batch of posts
     if (kind == engine::TransportRequest::Kind::kRead) {
         // The request waits for its Response among the outstanding reads; the message only carries its fields.
         message->opcode = wire::RdmapOpcode::kReadRequest;
@@ -98,11 +99,21 @@ void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
         message->request = std::move(request);
     }
     std::vector<Finished> finished;
-    Enqueue(std::move(message), &finished);
+    Enqueue(std::move(message), &finished, pump);
     RunFinished(&finished);  // a Send or Write may end here (transport.h)
 }
 
-void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished) {
+// CB-15: a post failed inline, so the deferred ones before it go now.
+void TcpConnection::Kick() {
+    std::vector<Finished> finished;
+    {
+        std::lock_guard lock(send_mutex_);
+        if (!closed_.load()) PumpLocked(&finished);
+    }
+    RunFinished(&finished);
+}
+
+void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump) {
     std::lock_guard lock(send_mutex_);
     if (closed_.load() || fin_sent_) {
         if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, end_cause_.load()}});
@@ -122,7 +133,7 @@ void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Fin
             break;
     }
     out_.push_back(std::move(message));
-    PumpLocked(finished);
+    if (pump) PumpLocked(finished);
 }
 
 void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size) {
@@ -180,6 +191,9 @@ bool TcpConnection::PrepareNextLocked() {
     OutMessage& message = *out_[prepared_messages_];
     wire::SegmentHeader header;
     const size_t header_size = wire::SegmentHeaderSize(message.opcode);
+    // RFC 5044 §5.1: MULPDU follows the EMSS. Linux reports half the peer's window as the MSS until the window
+    // has grown (32741 on loopback right after the handshake, 65483 later): look again before a long message.
+    if (message.prepared == 0 && message.total + header_size > max_payload_) max_payload_ = PathMaxUlpdu();
     const size_t room = max_payload_ > header_size ? max_payload_ - header_size : 1;
     const bool carries_payload = wire::IsTaggedOpcode(message.opcode) || wire::IsSendOpcode(message.opcode);
     const uint64_t remaining = carries_payload ? message.total - message.prepared : 0;

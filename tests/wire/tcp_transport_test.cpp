@@ -123,6 +123,41 @@ protected:
 };
 SOFTNDK_ALL_MODES(TcpTransportTest);
 
+// CB-15 (the deferred processing scheme): a Write posted with NDK_OP_FLAG_DEFER may wait on the wire, but not for
+// ever: it goes with the next post without the flag, and when a later post fails inline.
+TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWithTheNextPost) {
+    std::memset(buffer_a_->data(), 0x71, 64);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(1), &sge, 1, RemoteAddress(*buffer_b_), token,
+                                        NDK_OP_FLAG_DEFER),
+              STATUS_SUCCESS);
+    ASSERT_EQ(
+        qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(2), &sge, 1, RemoteAddress(*buffer_b_, 64), token, 0),
+        STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).RequestContext, reinterpret_cast<PVOID>(1)) << "in posting order";
+    EXPECT_EQ(VerdictOfWrite(), STATUS_SUCCESS);  // the second Write's completion, then a Read behind it
+    EXPECT_EQ(buffer_b_->data()[0], 0x71);
+    EXPECT_EQ(buffer_b_->data()[64], 0x71);
+}
+
+TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWhenALaterPostFailsInline) {
+    std::memset(buffer_a_->data(), 0x72, 64);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(1), &sge, 1, RemoteAddress(*buffer_b_), token,
+                                        NDK_OP_FLAG_DEFER),
+              STATUS_SUCCESS);
+    std::vector<NDK_SGE> too_many(Info().MaxInitiatorRequestSge + 1, sge);
+    EXPECT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(2), too_many.data(),
+                                        static_cast<ULONG>(too_many.size()), RemoteAddress(*buffer_b_), token, 0),
+              STATUS_INVALID_PARAMETER)
+        << "QP-17: an inline failure";
+    EXPECT_EQ(VerdictOfWrite(), STATUS_SUCCESS) << "the deferred Write was indicated, not left waiting";
+    EXPECT_EQ(buffer_b_->data()[0], 0x72);
+    EXPECT_EQ(Pending(cq_a_), 0u) << "the failed post queues no completion";
+}
+
 class TcpCrcTransportTest : public TcpTransportTest {
 protected:
     bool Crc() override { return true; }
