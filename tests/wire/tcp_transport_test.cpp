@@ -98,6 +98,16 @@ protected:
         for (ScatteredRegion* region : {&source, &target, &sink}) Release(*region);
     }
 
+    // `count` Writes of 3 pages from A to B, with request contexts 1 … count (the wire-fault tests).
+    void PostWrites(int count) {
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 3 * PAGE_SIZE);
+        const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+        for (int i = 0; i < count; ++i)
+            ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1)), &sge, 1,
+                                                RemoteAddress(*buffer_b_), token, 0),
+                      STATUS_SUCCESS);
+    }
+
     // A Send from A that B receives: the connection works.
     void ExpectSendArrives(ULONG length) {
         NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), length);
@@ -256,12 +266,7 @@ SOFTNDK_ALL_MODES(TcpDropTest);
 
 TEST_P(TcpDropTest, WIRE_DroppedConnectionCompletesEveryRequestAndIndicatesOnce) {
     constexpr int kWrites = 8;
-    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 3 * PAGE_SIZE);
-    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
-    for (int i = 0; i < kWrites; ++i)
-        ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1)), &sge, 1,
-                                            RemoteAddress(*buffer_b_), token, 0),
-                  STATUS_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(PostWrites(kWrites));
     int succeeded = 0, flushed = 0;
     for (int i = 0; i < kWrites; ++i) {
         const NDK_RESULT_EX result = Poll(cq_a_);
@@ -338,12 +343,7 @@ SOFTNDK_ALL_MODES(TcpStallTest);
 
 TEST_P(TcpStallTest, WIRE_StalledStreamCompletesEveryRequestOnClose) {
     constexpr int kWrites = 4;
-    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 3 * PAGE_SIZE);
-    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
-    for (int i = 0; i < kWrites; ++i)
-        ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(static_cast<uintptr_t>(i + 1)), &sge, 1,
-                                            RemoteAddress(*buffer_b_), token, 0),
-                  STATUS_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(PostWrites(kWrites));
     usleep(100000);
     EXPECT_EQ(Pending(cq_a_), 0u) << "a stalled stream completes nothing";
     EXPECT_EQ(disconnects_b_.count, 0);
