@@ -81,9 +81,7 @@ public:
     // ---- connection management ----
     void Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit);
     // CB-15: an initiator post that fails inline first indicates every request deferred before it.
-    void IndicateDeferred() {
-        if (state() == State::kConnected && transport_ != nullptr) transport_->Kick();
-    }
+    void IndicateDeferred();
     void SetState(State state) { state_.store(state, std::memory_order_release); }
     State state() const { return state_.load(std::memory_order_acquire); }
     // Error state: initiator requests complete with STATUS_CANCELLED. A terminate flushes the receives; a
@@ -193,6 +191,12 @@ private:
     const bool entered_;
     State state_;
 };
+
+// Under the post gate, like a post: a connector closing meanwhile makes the transport unusable (QP-07/08).
+inline void QueuePair::IndicateDeferred() {
+    PostGuard guard(*this);
+    if (guard.state() == State::kConnected && transport_ != nullptr && !transport_inline_) transport_->Kick();
+}
 
 template <class Operation>
 NTSTATUS QueuePair::RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULONG flags, Operation operation) {
