@@ -255,6 +255,7 @@ void QueuePair::HandOver(const InitiatorRequest& request) {
     handed->solicited = (request.flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
     handed->invalidate = request.invalidate;
     handed->deferred = (request.flags & NDK_OP_FLAG_DEFER) != 0;
+    deferred_pending_.store(handed->deferred, std::memory_order_release);
     handed->token = request.token;
     handed->address = request.address;
     if (request.flags & NDK_OP_FLAG_INLINE) {  // QP-13: copy now, the buffer is the consumer's again on return

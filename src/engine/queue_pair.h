@@ -146,6 +146,7 @@ private:
     std::atomic<bool> flush_pending_{false};  // an initiator CQ overrun: Flush() at the next point without locks
     PostGate gate_;
     Transport* transport_ = nullptr;
+    std::atomic<bool> deferred_pending_{false};  // CB-15: the last request handed over carried NDK_OP_FLAG_DEFER
     bool transport_inline_ = true;
     uint32_t inbound_read_limit_ = 0;
     uint32_t outbound_read_limit_ = 0;
@@ -194,6 +195,7 @@ private:
 
 // Under the post gate, like a post: a connector closing meanwhile makes the transport unusable (QP-07/08).
 inline void QueuePair::IndicateDeferred() {
+    if (!deferred_pending_.load(std::memory_order_acquire)) return;  // nothing deferred: no gate, no transport
     PostGuard guard(*this);
     if (guard.state() == State::kConnected && transport_ != nullptr && !transport_inline_) transport_->Kick();
 }
