@@ -136,20 +136,11 @@ private:
     void Connect() {
         static std::atomic<NDK_CONNECTOR*> incoming;
         incoming = nullptr;
-        Waiter created;
-        listener = Created(created,
-                           server.adapter->Dispatch->NdkCreateListener(server.adapter, &OnConnect, &incoming,
-                                                                       &Waiter::OnCreate, &created, &listener),
-                           &listener, "NdkCreateListener");
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        Waiter listened;
-        Check(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
-                                                          sizeof(address), &Waiter::OnRequest, &listened)),
-              "NdkListen");
-        ULONG length = sizeof(address);
-        Check(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&address), &length),
-              "NdkGetLocalAddress");
+        SOCKADDR_INET where{};
+        where.Ipv4.sin_family = AF_INET;
+        where.Ipv4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        listener = Listen(server.adapter, &OnConnect, &incoming, &where);
+        address = where.Ipv4;
         Waiter connector;
         client.connector = Created(connector,
                                    client.adapter->Dispatch->NdkCreateConnector(client.adapter, &Waiter::OnCreate,

@@ -55,6 +55,26 @@ T* Created(Waiter& waiter, NTSTATUS returned, T* const* slot, const char* what) 
     return *slot != nullptr ? *slot : reinterpret_cast<T*>(waiter.object.load());
 }
 
+// A listener on `*address` (IPv4 or IPv6; port 0 takes an ephemeral one), its bound address written back.
+inline NDK_LISTENER* Listen(NDK_ADAPTER* adapter, NDK_FN_CONNECT_EVENT_CALLBACK on_connect, PVOID context,
+                            SOCKADDR_INET* address) {
+    Waiter created;
+    NDK_LISTENER* listener = nullptr;
+    listener = Created(
+        created,
+        adapter->Dispatch->NdkCreateListener(adapter, on_connect, context, &Waiter::OnCreate, &created, &listener),
+        &listener, "NdkCreateListener");
+    const ULONG length = address->si_family == AF_INET6 ? sizeof(SOCKADDR_IN6) : sizeof(SOCKADDR_IN);
+    Waiter listened;
+    Check(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(address), length,
+                                                      &Waiter::OnRequest, &listened)),
+          "NdkListen");
+    ULONG bound = sizeof(*address);
+    Check(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(address), &bound),
+          "NdkGetLocalAddress");
+    return listener;
+}
+
 // Closes any NDK object through its dispatch table's first member (NdkCloseObject, ndkpi.h) and waits.
 template <class T>
 void CloseObject(T* object) {

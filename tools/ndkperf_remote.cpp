@@ -204,22 +204,10 @@ public:
 
     int Run() {
         SOCKADDR_INET address;
-        const int length =
-            ParseAddress(options_.address.empty() ? "0.0.0.0" : options_.address, options_.port, &address);
-        Waiter created;
-        listener_ = Created(created,
-                            side_.adapter->Dispatch->NdkCreateListener(side_.adapter, &OnIncoming, nullptr,
-                                                                       &Waiter::OnCreate, &created, &listener_),
-                            &listener_, "NdkCreateListener");
-        Waiter listened;
-        Check(listened.Wait(listener_->Dispatch->NdkListen(listener_, reinterpret_cast<PSOCKADDR>(&address),
-                                                           static_cast<ULONG>(length), &Waiter::OnRequest, &listened)),
-              "NdkListen");
-        SOCKADDR_INET bound{};
-        ULONG bound_length = sizeof(bound);
-        Check(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&bound), &bound_length),
-              "NdkGetLocalAddress");
-        std::printf("ndkperf server listening on port %u\n", ntohs(bound.Ipv4.sin_port));
+        ParseAddress(options_.address.empty() ? "0.0.0.0" : options_.address, options_.port, &address);
+        listener_ = ndktools::Listen(side_.adapter, &OnIncoming, nullptr, &address);
+        std::printf("ndkperf server listening on port %u\n",
+                    ntohs(address.Ipv4.sin_port));  // same offset in both layouts
         std::fflush(stdout);
         uint32_t answered_events = 0;
         while (!quit_) {

@@ -182,8 +182,6 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
         }
     }
     adapter->accept_timeout_ms = Config->AcceptTimeoutMs;
-    adapter->progress_threads = Config->ProgressThreads;
-    adapter->busy_poll_us = Config->BusyPollMicroseconds;
     adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
     adapter->transport = Config->Transport;
     adapter->mpa_crc = Config->MpaCrc != 0;
@@ -249,8 +247,8 @@ extern "C" NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTNDK
     details.InterfaceIndex = adapter->interface_name.empty() ? 0 : if_nametoindex(adapter->interface_name.c_str());
     details.Transport = adapter->transport;
     details.MpaCrc = adapter->mpa_crc ? 1 : 0;
-    details.ProgressThreads = adapter->progress_threads;
-    details.BusyPollMicroseconds = adapter->busy_poll_us;
+    details.ProgressThreads = adapter->progress->threads();
+    details.BusyPollMicroseconds = adapter->progress->busy_poll_us();
     details.LocalAddressCount =
         static_cast<ULONG>(std::min<size_t>(adapter->local_addresses.size(), SOFTNDK_MAX_LOCAL_ADDRESSES));
     std::copy_n(adapter->local_addresses.begin(), details.LocalAddressCount, details.LocalAddresses);

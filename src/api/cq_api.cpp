@@ -50,31 +50,30 @@ VOID ArmCq(NDK_CQ* handle, ULONG type) {
     cq->queue.Arm(type);
 }
 
-// An empty poll of a CQ fed by sockets: the completion needs a progress thread, which a consumer spinning here
-// would keep off the CPU until the scheduler tick (4 ms) when the cores are all busy.
-void YieldToProgress(CqObject* cq) {
+// Polls with `take`; an empty CQ fed by sockets first runs the idle lanes' ready handlers here (ProgressEngine::
+// PollInline), then, still empty, yields every 8th time: a consumer spinning here would keep the progress threads
+// off the CPU until the scheduler tick (4 ms) when the cores are all busy.
+template <class Take>
+ULONG PollWithProgress(CqObject* cq, Take take) {
+    ULONG taken = take();
+    if (taken != 0 || !cq->adapter->progress) return taken;
+    engine::ProgressEngine& progress = *cq->adapter->progress;
+    if (progress.PollInline()) taken = take();
     thread_local uint32_t empty_polls = 0;
-    if ((++empty_polls & 7) == 0 && cq->adapter->progress && cq->adapter->progress->watching()) sched_yield();
+    if (taken == 0 && (++empty_polls & 7) == 0 && progress.watching()) sched_yield();
+    return taken;
 }
 
 ULONG GetCqResults(NDK_CQ* handle, NDK_RESULT results[], ULONG count) {
     CqObject* cq = FromHandle<CqObject>(handle);
     if (cq == nullptr || results == nullptr) return 0;
-    ULONG taken = cq->queue.Poll(results, count);
-    if (taken == 0 && cq->adapter->progress && cq->adapter->progress->PollInline())
-        taken = cq->queue.Poll(results, count);
-    if (taken == 0) YieldToProgress(cq);
-    return taken;
+    return PollWithProgress(cq, [&] { return cq->queue.Poll(results, count); });
 }
 
 ULONG GetCqResultsEx(NDK_CQ* handle, NDK_RESULT_EX results[], ULONG count) {
     CqObject* cq = FromHandle<CqObject>(handle);
     if (cq == nullptr || results == nullptr) return 0;
-    ULONG taken = cq->queue.PollEx(results, count);
-    if (taken == 0 && cq->adapter->progress && cq->adapter->progress->PollInline())
-        taken = cq->queue.PollEx(results, count);
-    if (taken == 0) YieldToProgress(cq);
-    return taken;
+    return PollWithProgress(cq, [&] { return cq->queue.PollEx(results, count); });
 }
 
 // CQ-17: the adapter does not advertise CQ_INTERRUPT_MODERATION_SUPPORTED (completions are polled or

@@ -37,9 +37,7 @@ struct AdapterObject {
     NDK_ADAPTER_INFO info{};
     mem::RegistrationLimits limits{};
     std::vector<SOCKADDR_INET> local_addresses;
-    std::string interface_name;  // empty unless bound to one interface
-    uint32_t progress_threads = 1;
-    uint32_t busy_poll_us = 0;
+    std::string interface_name;      // empty unless bound to one interface
     uint32_t accept_timeout_ms = 0;  // CM-08: 0 = none
     bool deferred_links = false;     // SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED
     uint32_t transport = SOFTNDK_TRANSPORT_AUTO;

@@ -82,18 +82,12 @@ VOID Flush(NDK_QP* handle) {
     if (qp != nullptr) qp->qp.Flush();
 }
 
-// CB-15: an initiator post that fails inline indicates the requests deferred before it.
-NTSTATUS Indicated(QpObject* qp, NTSTATUS status) {
-    if (!NT_SUCCESS(status)) qp->qp.IndicateDeferred();
-    return status;
-}
-
 NTSTATUS Send(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags) {
     QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr) return InvalidParameter("NdkSend: not a QP");
     PostScope post(qp, "NdkSend");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
-    return Indicated(qp, qp->qp.Send(context, sgl, count, flags, false, 0));
+    return qp->qp.Send(context, sgl, count, flags, false, 0);
 }
 
 NTSTATUS SendAndInvalidate(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, UINT32 token) {
@@ -101,7 +95,7 @@ NTSTATUS SendAndInvalidate(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, UL
     if (qp == nullptr) return InvalidParameter("NdkSendAndInvalidate: not a QP");
     PostScope post(qp, "NdkSendAndInvalidate");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
-    return Indicated(qp, qp->qp.Send(context, sgl, count, flags, true, token));
+    return qp->qp.Send(context, sgl, count, flags, true, token);
 }
 
 NTSTATUS Receive(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count) {
@@ -122,7 +116,7 @@ NTSTATUS Read(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UI
     if (qp == nullptr) return InvalidParameter("NdkRead: not a QP");
     PostScope post(qp, "NdkRead");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
-    return Indicated(qp, qp->qp.Read(context, sgl, count, address, token, flags));
+    return qp->qp.Read(context, sgl, count, address, token, flags);
 }
 
 NTSTATUS Write(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
@@ -131,7 +125,7 @@ NTSTATUS Write(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, U
     if (qp == nullptr) return InvalidParameter("NdkWrite: not a QP");
     PostScope post(qp, "NdkWrite");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
-    return Indicated(qp, qp->qp.Write(context, sgl, count, address, token, flags));
+    return qp->qp.Write(context, sgl, count, address, token, flags);
 }
 
 NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handle, PVOID address, SIZE_T length,
@@ -145,7 +139,7 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (mr->pd != qp->pd || mw->pd != qp->pd) return InvalidParameter("NdkBind: the MR or MW belongs to another PD");
     const uint64_t max_window = qp->pd->adapter->info.MaxWindowSize;
-    return Indicated(qp, qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&](auto defer) -> NTSTATUS {
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeBind, flags, [&](auto defer) -> NTSTATUS {
         mr->lifetime.AddRef();  // MW-12: a bound window keeps its MR open
         DeferredLocal deferred(qp, nullptr, defer);
         NTSTATUS status = mw->window.Bind(
@@ -153,7 +147,7 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
             [mr] { mr->lifetime.Release(); }, deferred.will_pend());
         if (!NT_SUCCESS(status)) mr->lifetime.Release();
         return status;
-    }));
+    });
 }
 
 NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG page_count,
@@ -165,13 +159,13 @@ NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG pa
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     if (mr->pd != qp->pd) return InvalidParameter("NdkFastRegister: the MR belongs to another PD");
     AdapterObject& adapter = *qp->pd->adapter;
-    return Indicated(qp, qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&](auto defer) {
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeFastRegister, flags, [&](auto defer) {
         // Behind an invalidate still draining, it completes when that drain ends (FR-24 posting order).
         DeferredLocal deferred(qp, mr, defer);
         return mr->region.FastRegister(adapter.logical, pages, page_count, fbo, length,
                                        reinterpret_cast<uint64_t>(base_address), flags, adapter.limits,
                                        deferred.will_pend());
-    }));
+    });
 }
 
 NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, ULONG flags) {
@@ -185,13 +179,12 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
     MwObject* mw = FromHandle<MwObject>(object);
     if ((mr == nullptr && mw == nullptr) || (mr != nullptr && mr->pd != qp->pd) || (mw != nullptr && mw->pd != qp->pd))
         return InvalidParameter("NdkInvalidate: not an MR or MW of this QP's PD");
-    return Indicated(qp,
-                     qp->qp.RunLocalRequest(context, NdkOperationTypeInvalidate, flags, [&](auto defer) -> NTSTATUS {
-                         // FR-22 / CB-12: the completion waits for accesses in flight; the call does not.
-                         DeferredLocal deferred(qp, mr, defer);
-                         return mr != nullptr ? mr->region.Invalidate(deferred.will_pend())
-                                              : mw->window.Invalidate(deferred.will_pend());
-                     }));
+    return qp->qp.RunLocalRequest(context, NdkOperationTypeInvalidate, flags, [&](auto defer) -> NTSTATUS {
+        // FR-22 / CB-12: the completion waits for accesses in flight; the call does not.
+        DeferredLocal deferred(qp, mr, defer);
+        return mr != nullptr ? mr->region.Invalidate(deferred.will_pend())
+                             : mw->window.Invalidate(deferred.will_pend());
+    });
 }
 
 // ---- SRQ ----

@@ -44,6 +44,7 @@ public:
     void Modify(Watched* watched, uint32_t events);
     void Unwatch(Watched* watched);
     uint32_t threads() const { return static_cast<uint32_t>(workers_.size()); }
+    uint32_t busy_poll_us() const { return busy_poll_us_; }
     // From a consumer's thread that found its CQ empty: runs the ready socket handlers of each idle lane right
     // here, as that lane (its run lock held), instead of waiting for the lane's thread. True if one ran. While a
     // consumer polls like this the lane's thread stays off the sockets (see Run).

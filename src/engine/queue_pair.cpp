@@ -255,7 +255,6 @@ void QueuePair::HandOver(const InitiatorRequest& request) {
     handed->solicited = (request.flags & NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT) != 0;
     handed->invalidate = request.invalidate;
     handed->deferred = (request.flags & NDK_OP_FLAG_DEFER) != 0;
-    deferred_pending_.store(handed->deferred, std::memory_order_release);
     handed->token = request.token;
     handed->address = request.address;
     if (request.flags & NDK_OP_FLAG_INLINE) {  // QP-13: copy now, the buffer is the consumer's again on return
@@ -305,7 +304,6 @@ void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, Inbou
             while (!held_.empty() && MayStartLocked(*held_.front())) {
                 std::unique_ptr<TransportRequest> next = std::move(held_.front());
                 held_.pop_front();
-                next->deferred = false;  // started late, by a completion: no later post would send it
                 StartLocked(std::move(next));
             }
         }

@@ -80,8 +80,6 @@ public:
 
     // ---- connection management ----
     void Associate(Transport* transport, uint32_t inbound_read_limit, uint32_t outbound_read_limit);
-    // CB-15: an initiator post that fails inline first indicates every request deferred before it.
-    void IndicateDeferred();
     void SetState(State state) { state_.store(state, std::memory_order_release); }
     State state() const { return state_.load(std::memory_order_acquire); }
     // Error state: initiator requests complete with STATUS_CANCELLED. A terminate flushes the receives; a
@@ -146,7 +144,6 @@ private:
     std::atomic<bool> flush_pending_{false};  // an initiator CQ overrun: Flush() at the next point without locks
     PostGate gate_;
     Transport* transport_ = nullptr;
-    std::atomic<bool> deferred_pending_{false};  // CB-15: the last request handed over carried NDK_OP_FLAG_DEFER
     bool transport_inline_ = true;
     uint32_t inbound_read_limit_ = 0;
     uint32_t outbound_read_limit_ = 0;
@@ -192,13 +189,6 @@ private:
     const bool entered_;
     State state_;
 };
-
-// Under the post gate, like a post: a connector closing meanwhile makes the transport unusable (QP-07/08).
-inline void QueuePair::IndicateDeferred() {
-    if (!deferred_pending_.load(std::memory_order_acquire)) return;  // nothing deferred: no gate, no transport
-    PostGuard guard(*this);
-    if (guard.state() == State::kConnected && transport_ != nullptr && !transport_inline_) transport_->Kick();
-}
 
 template <class Operation>
 NTSTATUS QueuePair::RunLocalRequest(PVOID context, NDK_OPERATION_TYPE type, ULONG flags, Operation operation) {

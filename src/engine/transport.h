@@ -50,7 +50,7 @@ struct TransportRequest {
     bool fenced = false;  // READ_FENCE (QP-11): starts only once earlier reads have completed
     bool solicited = false;
     bool invalidate = false;
-    bool deferred = false;  // NDK_OP_FLAG_DEFER: may wait on the wire until a later request without it
+    bool deferred = false;  // NDK_OP_FLAG_DEFER: may wait for the burst's last post (CB-15)
     uint32_t token = 0;
     uint64_t address = 0;
     PieceList local;
@@ -79,8 +79,6 @@ public:
     virtual void Submit(std::unique_ptr<TransportRequest> request) = 0;
     // RDMAP Terminate from this side (local error): the connection is dead for both sides.
     virtual void Terminate(uint32_t provider_error) = 0;
-    // A post failed inline: whatever earlier NDK_OP_FLAG_DEFER posts left queued must go now (CB-15).
-    virtual void Kick() {}
 };
 
 }  // namespace softndk::engine

@@ -269,16 +269,15 @@ void TcpConnection::ReadMpa() {
             const size_t have = mpa_in_.size();
             mpa_in_.resize(parsed.size);
             const ssize_t got = ::recv(fd_, mpa_in_.data() + have, parsed.size - have, MSG_DONTWAIT);
+            if (trace_) {
+                const iovec in{mpa_in_.data() + have, parsed.size - have};
+                trace_->Received(got, &in, 1);
+            }
             if (got > 0) {
                 mpa_in_.resize(have + static_cast<size_t>(got));
-                if (trace_) trace_->Data(false, mpa_in_.data() + have, static_cast<size_t>(got));
                 continue;
             }
             mpa_in_.resize(have);
-            const int error = errno;  // the trace's file calls must not change it
-            if (trace_ && got == 0) trace_->Fin(false);
-            if (trace_ && got < 0 && error == ECONNRESET) trace_->Reset(false);
-            errno = error;
             if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
             Shutdown(got == 0 ? STATUS_CONNECTION_ABORTED : StatusFromErrno(errno),
                      ProviderErrorOf(wire::term::kLlpConnectionLost), true);
@@ -439,10 +438,8 @@ void TcpConnection::Close(std::function<void()> on_done) {
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_, [self, on_done = std::move(on_done)] {
         if (self->phase_ != Phase::kClosed && self->fd_ >= 0 && !self->peer_fin_.load() && !self->fin_pending_) {
-            const linger reset{1, 0};
-            setsockopt(self->fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
             std::lock_guard lock(self->send_mutex_);
-            self->reset_on_close_ = true;
+            self->ResetOnCloseLocked();
         }
         self->Shutdown(STATUS_CANCELLED, 0, false);
         std::vector<Finished> finished;
@@ -502,14 +499,10 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
         PumpLocked(&finished);  // a queued Terminate or Reject goes out now if the socket takes it
         // A Terminate the socket had no room for is kept, with the FPDU on its way before it (RFC 5040 §5.4: the
         // peer must learn the cause); everything else is flushed now, with the cause (CQ-14).
-        drain = close_after_send_ && fd_ >= 0 && !dropping_ && TerminateQueuedLocked();
+        const OutMessage* terminate = QueuedTerminateLocked();
+        drain = close_after_send_ && fd_ >= 0 && !dropping_ && terminate != nullptr;
         const OutMessage* in_flight =
-            drain && !fpdus_.empty() && fpdus_.front().message->opcode != wire::RdmapOpcode::kTerminate
-                ? fpdus_.front().message
-                : nullptr;
-        const OutMessage* terminate = nullptr;
-        for (const std::unique_ptr<OutMessage>& message : out_)
-            if (message->opcode == wire::RdmapOpcode::kTerminate) terminate = message.get();
+            drain && !fpdus_.empty() && fpdus_.front().message != terminate ? fpdus_.front().message : nullptr;
         if (drain)  // FPDUs name their messages: trimmed before any message is freed
             while (!fpdus_.empty() && fpdus_.back().message != in_flight && fpdus_.back().message != terminate)
                 fpdus_.pop_back();
@@ -525,7 +518,6 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
         if (drain) {
             prepared_messages_ = std::min(prepared_messages_, out_.size());
             draining_ = true;
-            drain_cause_ = provider_error;
         } else {
             fpdus_.clear();
             prepared_messages_ = 0;
@@ -560,10 +552,10 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     if (emit) Emit(Event::kFailed, status);
 }
 
-bool TcpConnection::TerminateQueuedLocked() const {
+const TcpConnection::OutMessage* TcpConnection::QueuedTerminateLocked() const {
     for (const std::unique_ptr<OutMessage>& message : out_)
-        if (message->opcode == wire::RdmapOpcode::kTerminate) return true;
-    return false;
+        if (message->opcode == wire::RdmapOpcode::kTerminate) return message.get();
+    return nullptr;
 }
 
 void TcpConnection::ContinueDrain(uint32_t events) {
@@ -574,7 +566,7 @@ void TcpConnection::ContinueDrain(uint32_t events) {
         if (!draining_) return;
         want_write_ = false;
         if ((events & (EPOLLERR | EPOLLHUP)) == 0) PumpLocked(&finished);
-        done = (events & (EPOLLERR | EPOLLHUP)) != 0 || dropping_ || !TerminateQueuedLocked();
+        done = (events & (EPOLLERR | EPOLLHUP)) != 0 || dropping_ || QueuedTerminateLocked() == nullptr;
         if (done) EndDrainLocked(&finished);
         if (!done && !want_write_) {  // sent all the socket took without EAGAIN: wait for room again
             want_write_ = true;
@@ -590,7 +582,7 @@ void TcpConnection::EndDrainLocked(std::vector<Finished>* finished) {
     if (!draining_) return;
     draining_ = false;
     for (std::unique_ptr<OutMessage>& message : out_)
-        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, drain_cause_}});
+        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, end_cause_.load()}});
     out_.clear();
     fpdus_.clear();
     prepared_messages_ = 0;

@@ -115,7 +115,6 @@ public:
     void Submit(std::unique_ptr<engine::TransportRequest> request) override;
     // A local error found by the engine: send a Terminate, then close (RFC 5040 §5.4).
     void Terminate(uint32_t provider_error) override;
-    void Kick() override;
 
 private:
     enum class Phase : uint8_t {
@@ -165,6 +164,7 @@ private:
 
     // ---- send (tcp_send.cpp) ----
     void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump = true);
+    void SchedulePump();  // CB-15
     void PumpLocked(std::vector<Finished>* finished);
     size_t GatherLocked(iovec* iov, size_t room) const;
     void AdvanceLocked(size_t sent, std::vector<Finished>* finished);
@@ -174,6 +174,7 @@ private:
     void QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size);
     // A fault or a send error: reset the stream; the lane ends it.
     void DropLocked(NTSTATUS status);
+    void ResetOnCloseLocked();
     uint32_t WantedEventsLocked() const;
 
     // ---- end of the stream ----
@@ -183,7 +184,7 @@ private:
     // on its way before it is finished first (framing); its request completes, flushed, when the drain ends.
     void ContinueDrain(uint32_t events);
     void EndDrainLocked(std::vector<Finished>* finished);
-    bool TerminateQueuedLocked() const;
+    const OutMessage* QueuedTerminateLocked() const;  // the Terminate still in out_, if any
     void CloseSocket();
     void HalfCloseSocket();
 
@@ -226,11 +227,11 @@ private:
     bool want_write_ = false;   // EPOLLOUT armed
     bool fin_pending_ = false;  // Disconnect(): shutdown(SHUT_WR) once out_ is empty
     bool fin_sent_ = false;
+    bool pump_scheduled_ = false;    // CB-15: a deferred post asked the lane to send what is queued
     bool close_after_send_ = false;  // a Terminate is queued: nothing goes after it
     bool dropping_ = false;          // DropLocked(): nothing more is sent
     bool reset_on_close_ = false;    // SO_LINGER 0 is set: the close sends a reset
     bool draining_ = false;          // ended, but the Terminate waits for room in the socket (then the FIN)
-    uint32_t drain_cause_ = 0;       // what the requests the drain kept are flushed with
     uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;          // QN 1
     uint32_t next_sink_stag_ = 0;

@@ -95,13 +95,7 @@ void TcpConnection::ReadFpdusBatch() {
         size_t requested = 0;
         for (size_t i = 0; i < count; ++i) requested += iov[i].iov_len;
         const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
-        if (trace_) {
-            const int error = errno;  // the trace's file calls must not change what the checks below read
-            if (got > 0) trace_->Data(false, iov, count, static_cast<size_t>(got));
-            if (got == 0) trace_->Fin(false);
-            if (got < 0 && error == ECONNRESET) trace_->Reset(false);
-            errno = error;
-        }
+        if (trace_) trace_->Received(got, iov, count);
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
             Shutdown(StatusFromErrno(errno), ProviderErrorOf(wire::term::kLlpConnectionLost), true);

@@ -58,7 +58,7 @@ size_t AppendIovecs(const std::vector<engine::Piece>& pieces, uint64_t from, uin
 void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
     auto message = std::make_unique<OutMessage>();
     const engine::TransportRequest::Kind kind = request->kind;
-    const bool pump = !request->deferred;  // NDK_OP_FLAG_DEFER: one sendmsg for a batch of posts
+    const bool deferred = request->deferred;
     if (kind == engine::TransportRequest::Kind::kRead) {
         // The request waits for its Response among the outstanding reads; the message only carries its fields.
         message->opcode = wire::RdmapOpcode::kReadRequest;
@@ -99,18 +99,30 @@ void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
         message->request = std::move(request);
     }
     std::vector<Finished> finished;
-    Enqueue(std::move(message), &finished, pump);
+    Enqueue(std::move(message), &finished, !deferred);
     RunFinished(&finished);  // a Send or Write may end here (transport.h)
+    if (deferred) SchedulePump();
 }
 
-// CB-15: a post failed inline, so the deferred ones before it go now.
-void TcpConnection::Kick() {
-    std::vector<Finished> finished;
+// CB-15: NDK_OP_FLAG_DEFER leaves a request queued so that the posts of a burst go out in one sendmsg: the next
+// post without the flag sends them, and so does the lane, once, soon after the first deferred post. Nothing then
+// depends on what the consumer posts next (a failing post, or none at all).
+void TcpConnection::SchedulePump() {
     {
         std::lock_guard lock(send_mutex_);
-        if (!closed_.load()) PumpLocked(&finished);
+        if (pump_scheduled_ || closed_.load()) return;
+        pump_scheduled_ = true;
     }
-    RunFinished(&finished);
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self] {
+        std::vector<Finished> finished;
+        {
+            std::lock_guard lock(self->send_mutex_);
+            self->pump_scheduled_ = false;
+            if (!self->closed_.load()) self->PumpLocked(&finished);
+        }
+        self->RunFinished(&finished);
+    });
 }
 
 void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump) {
@@ -172,12 +184,17 @@ void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8
     close_after_send_ = true;
 }
 
+// SO_LINGER 0: closing the socket sends a reset (CM-26 abort, a dropped stream); the trace writes it so.
+void TcpConnection::ResetOnCloseLocked() {
+    const linger reset{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    reset_on_close_ = true;
+}
+
 void TcpConnection::DropLocked(NTSTATUS status) {
     if (dropping_) return;
     dropping_ = true;
-    const linger reset{1, 0};  // a reset, not a FIN: the peer sees the stream lost
-    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-    reset_on_close_ = true;
+    ResetOnCloseLocked();  // a reset, not a FIN: the peer sees the stream lost
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_,
                     [self, status] { self->Shutdown(status, ProviderErrorOf(wire::term::kLlpConnectionLost), true); });

@@ -152,6 +152,14 @@ void WireTrace::End::Reset(bool outbound) {
     writer_->WriteLocked(*flow_, outbound == active_, kTcpRst | kTcpAck, nullptr, 0, 0);
 }
 
+void WireTrace::End::Received(ssize_t got, const iovec* iov, size_t count) {
+    const int error = errno;  // the file calls below may change it
+    if (got > 0) Data(false, iov, count, static_cast<size_t>(got));
+    if (got == 0) Fin(false);
+    if (got < 0 && error == ECONNRESET) Reset(false);
+    errno = error;
+}
+
 NTSTATUS WireTrace::Open(const std::string& path, std::shared_ptr<WireTrace>* out) {
     std::lock_guard lock(RegistryMutex());
     if (std::shared_ptr<WireTrace> open = Registry()[path].lock()) {

@@ -39,6 +39,9 @@ public:
         void Data(bool outbound, const uint8_t* data, size_t size);
         void Fin(bool outbound);
         void Reset(bool outbound);
+        // What a recv/readv into `iov` returned: bytes in, the peer's FIN (0) or its reset (ECONNRESET). Leaves
+        // errno as it found it, so the caller's checks after the call still read the socket's error.
+        void Received(ssize_t got, const iovec* iov, size_t count);
 
     private:
         friend class WireTrace;

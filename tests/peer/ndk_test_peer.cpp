@@ -72,22 +72,11 @@ public:
         qp_ = Created(
             qp, pd_->Dispatch->NdkCreateQp(pd_, cq_, cq_, nullptr, 64, 64, 4, 4, 64, &Waiter::OnCreate, &qp, &qp_),
             &qp_, "NdkCreateQp");
-        Waiter listener;
-        listener_ = Created(listener,
-                            adapter_->Dispatch->NdkCreateListener(adapter_, &OnConnect, nullptr, &Waiter::OnCreate,
-                                                                  &listener, &listener_),
-                            &listener_, "NdkCreateListener");
-        SOCKADDR_IN address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        Waiter listened;
-        Check(listened.Wait(listener_->Dispatch->NdkListen(listener_, reinterpret_cast<PSOCKADDR>(&address),
-                                                           sizeof(address), &Waiter::OnRequest, &listened)),
-              "NdkListen");
-        ULONG length = sizeof(address);
-        Check(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&address), &length),
-              "NdkGetLocalAddress");
-        port_ = ntohs(address.sin_port);
+        SOCKADDR_INET address{};
+        address.Ipv4.sin_family = AF_INET;
+        address.Ipv4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        listener_ = ndktools::Listen(adapter_, &OnConnect, nullptr, &address);
+        port_ = ntohs(address.Ipv4.sin_port);
     }
 
     ~Peer() {
