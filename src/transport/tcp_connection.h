@@ -161,6 +161,10 @@ private:
     void PlacePrefix(const uint8_t* data, size_t size);
     // A protocol or access error found here: Terminate with `cause`, then close. Returns false (stop reading).
     bool Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size);
+    // A refused FPDU header: Fail at once, or with CRC on, once the FPDU's CRC has been checked.
+    bool RefuseHead(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size,
+                    bool receive_too_long = false);
+    void EndReceiveTooLong();  // the open receive completes with STATUS_BUFFER_OVERFLOW (RFC 5041 §7.3)
 
     // ---- send (tcp_send.cpp) ----
     void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump = true);

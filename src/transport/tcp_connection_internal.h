@@ -84,6 +84,16 @@ struct TcpConnection::Rx {
     uint32_t tagged_stag = 0;
     uint64_t tagged_next = 0;
     OutstandingRead* response_for = nullptr;  // a Read Response segment: its request
+    // CRC on: a header refused before its FPDU's CRC was checked. The CRC decides (RFC 5044 §6.1): a bad one
+    // is the error; a good one lets this refusal go out (TcpConnection::RefuseHead).
+    struct Held {
+        bool active = false;
+        bool receive_too_long = false;  // the open receive completes with STATUS_BUFFER_OVERFLOW first
+        wire::TerminateCause cause{};
+        NTSTATUS status = STATUS_SUCCESS;
+        uint8_t copy[wire::kFpduLengthSize + wire::kMaxSegmentHeaderSize];
+        size_t size = 0;
+    } held;
 };
 
 // The ProviderErrorCode a Terminate cause becomes (CQ-14, engine/transport.h).

@@ -165,15 +165,15 @@ bool TcpConnection::ProcessHead() {
     const size_t header_size = parsed.size;
     const size_t offender = wire::kFpduLengthSize + std::min(header_size, wire::kDdpUntaggedHeaderSize);
     if ((parsed.ok() || parsed.status == wire::WireStatus::kNeedMoreBytes) && rx.ulpdu_length < header_size)
-        return Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, rx.header.tagged),
-                    STATUS_CONNECTION_ABORTED, rx.head, std::min(rx.head_have, offender));  // siw: LLP/MPA/0x03
+        return RefuseHead(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, rx.header.tagged),
+                          STATUS_CONNECTION_ABORTED, rx.head, std::min(rx.head_have, offender));  // siw: LLP/MPA/0x03
     if (parsed.status == wire::WireStatus::kNeedMoreBytes) {
         rx.head_need = wire::kFpduLengthSize + header_size;  // a Read Request: 28 more header bytes
         return true;
     }
     if (!parsed.ok())
-        return Fail(wire::TerminateCauseFor(parsed.status, rx.header.tagged), STATUS_CONNECTION_ABORTED, rx.head,
-                    std::min(rx.head_have, wire::kFpduLengthSize + wire::kDdpUntaggedHeaderSize));
+        return RefuseHead(wire::TerminateCauseFor(parsed.status, rx.header.tagged), STATUS_CONNECTION_ABORTED, rx.head,
+                          std::min(rx.head_have, wire::kFpduLengthSize + wire::kDdpUntaggedHeaderSize));
     rx.header_size = header_size;
     rx.payload_size = rx.ulpdu_length - header_size;
     rx.payload_done = 0;
@@ -186,11 +186,11 @@ bool TcpConnection::ProcessHead() {
         const bool write_rtr = header.opcode == wire::RdmapOpcode::kWrite && rx.payload_size == 0;
         const bool read_rtr = header.opcode == wire::RdmapOpcode::kReadRequest && header.read.size == 0;
         if (!(offer_.read_rtr ? read_rtr : write_rtr))
-            return Fail(wire::term::kLlpNoMatchingRtr, STATUS_CONNECTION_ABORTED, rx.head, offender);
+            return RefuseHead(wire::term::kLlpNoMatchingRtr, STATUS_CONNECTION_ABORTED, rx.head, offender);
     }
     if (header.tagged && rx.tagged_open &&
         (header.opcode != rx.tagged_opcode || header.stag != rx.tagged_stag || header.tagged_offset != rx.tagged_next))
-        return Fail(wire::term::kRdmapUnexpectedOpcode, STATUS_CONNECTION_ABORTED, rx.head, offender);  // §3.7
+        return RefuseHead(wire::term::kRdmapUnexpectedOpcode, STATUS_CONNECTION_ABORTED, rx.head, offender);  // §3.7
     bool planned = true;
     switch (header.opcode) {
         case wire::RdmapOpcode::kWrite:
@@ -199,14 +199,14 @@ bool TcpConnection::ProcessHead() {
             break;
         case wire::RdmapOpcode::kReadRequest:
             if (rx.payload_size != 0)
-                return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
+                return RefuseHead(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
             if (header.msn != rx.expected_read_msn)  // RFC 5041 §5.3: QN 1 MSNs in order
-                return Fail(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
+                return RefuseHead(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
             ++rx.expected_read_msn;
             break;
         case wire::RdmapOpcode::kTerminate:
             if (rx.payload_size > sizeof(rx.small))
-                return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
+                return RefuseHead(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
             rx.sink = Rx::Sink::kSmall;
             break;
         default:
@@ -214,6 +214,7 @@ bool TcpConnection::ProcessHead() {
             break;
     }
     if (!planned) return false;
+    if (rx.held.active) return true;  // RefuseHead set the body up: read for the CRC only
     rx.step = Rx::Step::kBody;
     const size_t extra = rx.head_have - wire::kFpduLengthSize - header_size;
     PlacePrefix(rx.head + wire::kFpduLengthSize + header_size, extra);
@@ -225,14 +226,15 @@ bool TcpConnection::PlanTagged(const uint8_t* head) {
     const wire::SegmentHeader& header = rx.header;
     const size_t offender = wire::kFpduLengthSize + wire::kDdpTaggedHeaderSize;
     if (header.tagged_offset + rx.payload_size < header.tagged_offset)  // RFC 5041 §7.2: the TO wraps
-        return Fail(wire::term::kDdpTaggedToWrap, STATUS_CONNECTION_ABORTED, head, offender);
+        return RefuseHead(wire::term::kDdpTaggedToWrap, STATUS_CONNECTION_ABORTED, head, offender);
     if (header.opcode == wire::RdmapOpcode::kWrite) {
-        if (qp_ == nullptr) return Fail(wire::term::kDdpTaggedInvalidStag, STATUS_CONNECTION_ABORTED, head, offender);
+        if (qp_ == nullptr)
+            return RefuseHead(wire::term::kDdpTaggedInvalidStag, STATUS_CONNECTION_ABORTED, head, offender);
         rx.grant.Clear();
         const engine::InboundResult access =
             qp_->ResolveTagged(header.stag, header.tagged_offset, rx.payload_size, mem::kRightRemoteWrite, &rx.grant);
         if (!NT_SUCCESS(access.status))
-            return Fail(CauseOfProviderError(access.provider_error), STATUS_CONNECTION_ABORTED, head, offender);
+            return RefuseHead(CauseOfProviderError(access.provider_error), STATUS_CONNECTION_ABORTED, head, offender);
         rx.place = rx.grant.pieces();
         rx.response_for = nullptr;
     } else {
@@ -254,7 +256,7 @@ bool TcpConnection::PlanTagged(const uint8_t* head) {
                                                                               : wire::term::kDdpTaggedBaseOrBounds;
             }
         }
-        if (!matches) return Fail(refusal, STATUS_CONNECTION_ABORTED, head, offender);
+        if (!matches) return RefuseHead(refusal, STATUS_CONNECTION_ABORTED, head, offender);
     }
     rx.tagged_open = !header.last;
     rx.tagged_opcode = header.opcode;
@@ -268,32 +270,65 @@ bool TcpConnection::PlanSend() {
     const wire::SegmentHeader& header = rx.header;
     const size_t offender = wire::kFpduLengthSize + wire::kDdpUntaggedHeaderSize;
     if (header.msn != rx.expected_send_msn)  // RFC 5041 §5.3 (siw: DDP/untagged/0x03)
-        return Fail(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        return RefuseHead(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
     if (header.message_offset != (rx.send_open ? rx.send_received : 0))
-        return Fail(wire::term::kDdpUntaggedInvalidMo, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        return RefuseHead(wire::term::kDdpUntaggedInvalidMo, STATUS_CONNECTION_ABORTED, rx.head, offender);
     if (!rx.send_open) {
-        if (qp_ == nullptr) return Fail(wire::term::kDdpUntaggedNoBuffer, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        if (qp_ == nullptr)
+            return RefuseHead(wire::term::kDdpUntaggedNoBuffer, STATUS_CONNECTION_ABORTED, rx.head, offender);
         rx.receive.Clear();
         const engine::InboundResult taken = qp_->BeginReceive(&rx.receive, &rx.receive_context);
         if (!NT_SUCCESS(taken.status))
-            return Fail(taken.provider_error == ProviderErrorOf(wire::term::kDdpUntaggedNoBuffer) ||
-                                taken.status == STATUS_CANCELLED
-                            ? wire::term::kDdpUntaggedNoBuffer
-                            : wire::term::kRdmapCatastrophicLocal,
-                        STATUS_CONNECTION_ABORTED, rx.head, offender);
+            return RefuseHead(taken.provider_error == ProviderErrorOf(wire::term::kDdpUntaggedNoBuffer) ||
+                                      taken.status == STATUS_CANCELLED
+                                  ? wire::term::kDdpUntaggedNoBuffer
+                                  : wire::term::kRdmapCatastrophicLocal,
+                              STATUS_CONNECTION_ABORTED, rx.head, offender);
         rx.send_open = true;
         rx.send_received = 0;
     }
     if (header.message_offset + static_cast<uint64_t>(rx.payload_size) > rx.receive.total()) {
         // Larger than the receive (RFC 5041 §7.3 "message too long"): the receive completes in error.
-        qp_->EndReceive(rx.receive_context, 0, false, false, 0, STATUS_BUFFER_OVERFLOW,
-                        ProviderErrorOf(wire::term::kDdpUntaggedMessageTooLong));
-        rx.send_open = false;
-        rx.receive.Clear();
-        return Fail(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        return RefuseHead(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender,
+                          /*receive_too_long=*/true);
     }
     SlicePieces(rx.receive.pieces(), header.message_offset, rx.payload_size, &rx.place);
     return true;
+}
+
+bool TcpConnection::RefuseHead(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender,
+                               size_t offender_size, bool receive_too_long) {
+    Rx& rx = *rx_;
+    if (!crc_ || rx.held.active) {
+        if (receive_too_long) EndReceiveTooLong();
+        return Fail(cause, status, offender, offender_size);
+    }
+    rx.held.active = true;
+    rx.held.receive_too_long = receive_too_long;
+    rx.held.cause = cause;
+    rx.held.status = status;
+    rx.held.size = std::min(offender_size, sizeof(rx.held.copy));
+    if (offender != nullptr) std::memcpy(rx.held.copy, offender, rx.held.size);
+    // The rest of the FPDU is read only to check its CRC: the whole ULPDU into staging, placed nowhere.
+    rx.header_size = 0;
+    rx.payload_size = rx.ulpdu_length;
+    rx.trailer_size = wire::FpduPadSize(rx.ulpdu_length) + wire::kFpduCrcSize;
+    rx.trailer_have = 0;
+    rx.place.clear();
+    rx.grant.Clear();
+    rx.response_for = nullptr;
+    rx.sink = Rx::Sink::kStaging;
+    rx.step = Rx::Step::kBody;
+    PlacePrefix(rx.head + wire::kFpduLengthSize, rx.head_have - wire::kFpduLengthSize);
+    return true;
+}
+
+void TcpConnection::EndReceiveTooLong() {
+    Rx& rx = *rx_;
+    qp_->EndReceive(rx.receive_context, 0, false, false, 0, STATUS_BUFFER_OVERFLOW,
+                    ProviderErrorOf(wire::term::kDdpUntaggedMessageTooLong));
+    rx.send_open = false;
+    rx.receive.Clear();
 }
 
 // Up to 4 payload bytes that came with a tagged header, then the start of the trailer.
@@ -327,6 +362,10 @@ bool TcpConnection::FinishFpdu() {
         if (!wire::FpduCrcMatches({rx.head, wire::kFpduLengthSize + rx.header_size}, {payload, rx.payload_size},
                                   {rx.trailer, rx.trailer_size}))  // an open receive is flushed by Shutdown
             return Fail(wire::term::kLlpCrcError, STATUS_CONNECTION_ABORTED, rx.head, offender);
+        if (rx.held.active) {  // the CRC is good: the header's own refusal goes out
+            if (rx.held.receive_too_long) EndReceiveTooLong();
+            return Fail(rx.held.cause, rx.held.status, rx.held.copy, rx.held.size);
+        }
         if (rx.sink == Rx::Sink::kStaging) CopyIntoPieces(rx.place, 0, rx.staging.data(), rx.payload_size);
     }
     const wire::SegmentHeader& header = rx.header;

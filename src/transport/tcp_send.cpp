@@ -317,6 +317,12 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
         uint64_t cap = bytes;
         for (uint64_t limit : {faults.drop_after_bytes, faults.stall_after_bytes})
             if (limit != 0) cap = std::min(cap, limit - std::min(limit, tx_bytes_));
+        if (faults.drop_after_fpdus > tx_fpdus_ && raw_sent_ >= raw_out_.size()) {  // end at the Nth FPDU
+            uint64_t through = 0, left = faults.drop_after_fpdus - tx_fpdus_;
+            for (auto fpdu = fpdus_.begin(); fpdu != fpdus_.end() && left > 0; ++fpdu, --left)
+                through += fpdu->size - fpdu->sent;
+            cap = std::min(cap, through);
+        }
         const bool corrupt_next = faults.corrupt_byte == tx_bytes_ + 1;
         if (faults.corrupt_byte > tx_bytes_ + 1) cap = std::min(cap, faults.corrupt_byte - 1 - tx_bytes_);
         if (cap == 0 && !corrupt_next) {

@@ -2,7 +2,7 @@
 // It listens on 127.0.0.1, accepts one connection with its own softndk adapter (iWARP/TCP: the test's process is
 // elsewhere), and does what the test asks over the control socket (tests/peer/peer_protocol.h): register
 // memory, post receives, poll its CQ, show its memory, disconnect. It is an NDK consumer of the public API only.
-// Usage: ndk_test_peer --control-fd N [--mode 0|1|2]
+// Usage: ndk_test_peer --control-fd N [--mode 0|1|2] [fault options, peer_protocol.h]
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <softndk/softndk.h>
@@ -55,14 +56,13 @@ VOID IgnoreCq(PVOID, NTSTATUS) {}
 
 class Peer {
 public:
-    Peer(int control, ULONG mode) : control_(control) {
-        SOFTNDK_ADAPTER_CONFIG config;
-        SoftNdkInitAdapterConfig(&config);
-        config.CompletionMode = mode;
-        config.RandomSeed = 4242;
+    Peer(int control, const SOFTNDK_ADAPTER_CONFIG& config) : control_(control) {
         Check(SoftNdkOpenAdapter(&config, &adapter_), "SoftNdkOpenAdapter");
         Waiter pd;
         pd_ = Created(pd, adapter_->Dispatch->NdkCreatePd(adapter_, &Waiter::OnCreate, &pd, &pd_), &pd_, "NdkCreatePd");
+        Waiter pd2;
+        second_pd_ = Created(pd2, adapter_->Dispatch->NdkCreatePd(adapter_, &Waiter::OnCreate, &pd2, &second_pd_),
+                             &second_pd_, "NdkCreatePd");
         Waiter cq;
         cq_ = Created(
             cq,
@@ -83,7 +83,8 @@ public:
         if (accept_waiter_ != nullptr) accept_waiter_->Wait(accept_returned_);
         CloseObject(connector_);
         CloseObject(listener_);
-        CloseObject(qp_);
+        for (NDK_MW*& window : windows_) CloseObject(window);
+        CloseObject(qp_);  // null after kCloseConnection
         for (Region& region : regions_) {
             if (!region.lam.empty())
                 adapter_->Dispatch->NdkReleaseLAM(adapter_,
@@ -94,6 +95,7 @@ public:
             munmap(region.memory, region.bytes);
         }
         CloseObject(cq_);
+        CloseObject(second_pd_);
         CloseObject(pd_);
         SoftNdkCloseAdapter(adapter_);
     }
@@ -158,14 +160,18 @@ private:
         Reply reply{STATUS_SUCCESS, 0, 0, 0, 0, 0, 0};
         std::vector<uint8_t> payload;
         Region* region = RegionOf(request.mr);
-        if ((request.op == Op::kFastRegister || request.op == Op::kInvalidate) && accept_waiter_ != nullptr)
+        const bool initiates = request.op == Op::kFastRegister || request.op == Op::kInvalidate ||
+                               request.op == Op::kBind || request.op == Op::kInvalidateWindow;
+        if (initiates && accept_waiter_ != nullptr)
             accept_waiter_->Wait(accept_returned_);  // initiator requests need the connection (QP-09)
-        switch (request.op) {
+        const bool closed = (initiates || request.op == Op::kReceive) && qp_ == nullptr;  // after kCloseConnection
+        switch (closed ? Op{} : request.op) {
             case Op::kRegister: {
                 Region fresh = NewMemory(request.a);
+                NDK_PD* pd = request.c == softndk::peer::kInSecondPd ? second_pd_ : pd_;
                 Waiter created;
                 fresh.mr =
-                    Created(created, pd_->Dispatch->NdkCreateMr(pd_, FALSE, &Waiter::OnCreate, &created, &fresh.mr),
+                    Created(created, pd->Dispatch->NdkCreateMr(pd, FALSE, &Waiter::OnCreate, &created, &fresh.mr),
                             &fresh.mr, "NdkCreateMr");
                 Waiter registered;
                 reply.status = registered.Wait(fresh.mr->Dispatch->NdkRegisterMr(
@@ -216,6 +222,62 @@ private:
                     qp_->Dispatch->NdkInvalidate(qp_, reinterpret_cast<PVOID>(0x1A7A), &region->mr->Header, 0);
                 if (NT_SUCCESS(reply.status)) reply.status = AwaitOwn(reinterpret_cast<PVOID>(0x1A7A));
                 break;
+            case Op::kReregister: {
+                if (region == nullptr || region->lam.size() != 0) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                if (region->registered) {
+                    Waiter deregistered;
+                    Check(deregistered.Wait(
+                              region->mr->Dispatch->NdkDeregisterMr(region->mr, &Waiter::OnRequest, &deregistered)),
+                          "NdkDeregisterMr");
+                }
+                Waiter registered;
+                reply.status = registered.Wait(region->mr->Dispatch->NdkRegisterMr(
+                    region->mr, region->mdl, region->bytes, static_cast<ULONG>(request.a), &Waiter::OnRequest,
+                    &registered));
+                region->registered = NT_SUCCESS(reply.status);
+                reply.a = region->registered ? region->mr->Dispatch->NdkGetRemoteTokenFromMr(region->mr) : 0;
+                break;
+            }
+            case Op::kBind: {
+                if (region == nullptr) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                NDK_MW* window = nullptr;
+                Waiter created;
+                window = Created(created, pd_->Dispatch->NdkCreateMw(pd_, &Waiter::OnCreate, &created, &window),
+                                 &window, "NdkCreateMw");
+                reply.status =
+                    qp_->Dispatch->NdkBind(qp_, reinterpret_cast<PVOID>(0xB1D), region->mr, window,
+                                           region->memory + request.a, request.b, static_cast<ULONG>(request.c));
+                if (NT_SUCCESS(reply.status)) reply.status = AwaitOwn(reinterpret_cast<PVOID>(0xB1D));
+                reply.value = static_cast<uint32_t>(windows_.size());
+                reply.a = window->Dispatch->NdkGetRemoteTokenFromMw(window);
+                reply.b = reinterpret_cast<uint64_t>(region->memory + request.a);
+                windows_.push_back(window);
+                break;
+            }
+            case Op::kInvalidateWindow:
+                if (request.mr >= windows_.size()) {
+                    reply.status = STATUS_INVALID_PARAMETER;
+                    break;
+                }
+                reply.status = qp_->Dispatch->NdkInvalidate(qp_, reinterpret_cast<PVOID>(0x1A7B),
+                                                            &windows_[request.mr]->Header, 0);
+                if (NT_SUCCESS(reply.status)) reply.status = AwaitOwn(reinterpret_cast<PVOID>(0x1A7B));
+                break;
+            case Op::kCloseConnection:
+                if (accept_waiter_ != nullptr) accept_waiter_->Wait(accept_returned_);
+                accept_waiter_.reset();
+                CloseObject(connector_);
+                connector_ = nullptr;
+                for (NDK_MW*& window : windows_) CloseObject(std::exchange(window, nullptr));
+                CloseObject(qp_);
+                qp_ = nullptr;
+                break;
             case Op::kDeregister: {
                 if (region == nullptr) {
                     reply.status = STATUS_INVALID_PARAMETER;
@@ -224,6 +286,7 @@ private:
                 Waiter deregistered;
                 reply.status = deregistered.Wait(
                     region->mr->Dispatch->NdkDeregisterMr(region->mr, &Waiter::OnRequest, &deregistered));
+                if (NT_SUCCESS(reply.status)) region->registered = false;
                 break;
             }
             case Op::kFill:
@@ -284,7 +347,7 @@ private:
                 break;
             }
             default:
-                reply.status = STATUS_NOT_SUPPORTED;
+                reply.status = closed ? STATUS_CONNECTION_INVALID : STATUS_NOT_SUPPORTED;
                 break;
         }
         std::vector<uint8_t> message(sizeof(reply) + payload.size());
@@ -296,6 +359,7 @@ private:
     const int control_;
     NDK_ADAPTER* adapter_ = nullptr;
     NDK_PD* pd_ = nullptr;
+    NDK_PD* second_pd_ = nullptr;
     NDK_CQ* cq_ = nullptr;
     NDK_QP* qp_ = nullptr;
     NDK_LISTENER* listener_ = nullptr;
@@ -304,25 +368,66 @@ private:
     NTSTATUS accept_returned_ = STATUS_SUCCESS;
     uint32_t port_ = 0;
     std::vector<Region> regions_;
+    std::vector<NDK_MW*> windows_;
 };
+
+// --fault FUNCTION:NTH:async|inline (peer_protocol.h).
+bool ParseFault(const std::string& text, SOFTNDK_FAULT_RULE* rule, std::string* function) {
+    const size_t first = text.find(':'), second = text.rfind(':');
+    if (first == std::string::npos || second == first) return false;
+    *function = text.substr(0, first);
+    const std::string how = text.substr(second + 1);
+    if (how != "async" && how != "inline") return false;
+    *rule = SOFTNDK_FAULT_RULE{nullptr,
+                               static_cast<ULONG>(std::strtoul(text.c_str() + first + 1, nullptr, 10)),
+                               0.0,
+                               0,
+                               static_cast<BOOLEAN>(how == "async"),
+                               STATUS_INSUFFICIENT_RESOURCES};
+    return rule->NthCall > 0;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
     int control = -1;
-    ULONG mode = SOFTNDK_COMPLETION_INLINE;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    SOFTNDK_ADAPTER_CONFIG config;
+    SoftNdkInitAdapterConfig(&config);
+    config.RandomSeed = 4242;
+    std::string fault_function;  // outlives the adapter: the rule points at it
+    bool usage = false;
+    for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "--control-fd") control = std::atoi(argv[i + 1]);
-        if (arg == "--mode") mode = static_cast<ULONG>(std::atoi(argv[i + 1]));
+        const bool has_value = i + 1 < argc;
+        if (arg == "--mpa-crc") {
+            config.MpaCrc = 1;
+        } else if (!has_value) {
+            usage = true;
+        } else if (arg == "--control-fd") {
+            control = std::atoi(argv[++i]);
+        } else if (arg == "--mode") {
+            config.CompletionMode = static_cast<ULONG>(std::atoi(argv[++i]));
+        } else if (arg == "--fault") {
+            usage |= !ParseFault(argv[++i], &config.FaultRules[0], &fault_function);
+            config.FaultRules[0].FunctionName = fault_function.c_str();
+            config.FaultRuleCount = 1;
+        } else if (arg == "--drop-after-fpdus") {
+            config.WireFaults.DropAfterFpdus = std::strtoull(argv[++i], nullptr, 10);
+        } else if (arg == "--corrupt-byte") {
+            config.WireFaults.CorruptByte = std::strtoull(argv[++i], nullptr, 10);
+        } else {
+            usage = true;
+        }
     }
-    if (control < 0) {
-        std::fprintf(stderr, "usage: ndk_test_peer --control-fd N [--mode 0|1|2]\n");
+    if (control < 0 || usage) {
+        std::fprintf(stderr,
+                     "usage: ndk_test_peer --control-fd N [--mode 0|1|2] [--fault F:N:async|inline] "
+                     "[--drop-after-fpdus N] [--corrupt-byte N] [--mpa-crc]\n");
         return 2;
     }
     int status;
     {
-        Peer peer(control, mode);
+        Peer peer(control, config);
         status = peer.Run();
     }
     return status;

@@ -18,10 +18,18 @@ enum class Op : uint32_t {
     kDisconnects = 7,  // value = disconnect events so far
     kDisconnect = 8,   // NdkDisconnect, waited for
     kExit = 9,
-    kFastRegister = 10,  // a = pages, b = NDK_OP_FLAG_ALLOW_*: a fast-register MR over fresh memory, registered at
-                         // its own address and waited for; value = MR index, a = remote token, b = address
-    kInvalidate = 11,    // mr: NdkInvalidate of a fast-registered MR, waited for
+    kFastRegister = 10,      // a = pages, b = NDK_OP_FLAG_ALLOW_*: a fast-register MR over fresh memory, registered at
+                             // its own address and waited for; value = MR index, a = remote token, b = address
+    kInvalidate = 11,        // mr: NdkInvalidate of a fast-registered MR, waited for
+    kReregister = 12,        // mr, a = NDK_MR_FLAG_*: deregister, then register the same MR again; a = remote token
+    kBind = 13,              // mr, a = offset, b = length, c = NDK_OP_FLAG_ALLOW_*: a new MW bound there, waited for;
+                             // value = MW index, a = remote token, b = address
+    kInvalidateWindow = 14,  // mr = MW index: NdkInvalidate of the window, waited for
+    kCloseConnection = 15,   // close the connector and the QP at once, without NdkDisconnect
 };
+
+// kRegister's c: register in the peer's second PD (a token the connection's PD does not own).
+inline constexpr uint64_t kInSecondPd = 1;
 
 struct Request {
     Op op;
@@ -34,6 +42,11 @@ struct Reply {
     uint32_t value;
     uint64_t a, b, c, d, e;
 };
+
+// Peer command line beyond --control-fd and --mode (fault injection in the peer's adapter):
+//   --fault FUNCTION:NTH:async|inline   the NTH call of FUNCTION fails with STATUS_INSUFFICIENT_RESOURCES
+//   --drop-after-fpdus N                 its outbound stream is reset after N FPDUs
+//   --corrupt-byte N --mpa-crc           flip outbound byte N, with CRC32c asked for
 
 // First message from the peer, unasked: status, value = the port it listens on (127.0.0.1).
 inline constexpr size_t kMaxPayload = 64 * 1024;

@@ -329,6 +329,42 @@ TEST_F(CraftedPacketTest, WIRE_BadCrcTerminatesAndChangesNothing) {
     ExpectTerminate(bytes, term::kLlpCrcError, false);  // an FPDU that failed its CRC is not copied back
 }
 
+// With CRC on, the CRC decides before the header's own checks (RFC 5044 §6.1): a header refused over a bad CRC
+// is a CRC error, since its bits cannot be trusted; over a good CRC it is the header's refusal.
+TEST_F(CraftedPacketTest, WIRE_UnknownStagUnderABadCrcIsACrcError) {
+    ASSERT_NO_FATAL_FAILURE(Handshake(true));
+    std::vector<uint8_t> bytes = WriteFpdu(0x00FFFF42, Base(), 64);
+    bytes.back() ^= 0x01;
+    ExpectTerminate(bytes, term::kLlpCrcError, false);
+}
+
+TEST_F(CraftedPacketTest, WIRE_UnknownStagUnderAGoodCrcIsRefusedAsUnknown) {
+    ASSERT_NO_FATAL_FAILURE(Handshake(true));
+    ExpectTerminate(WriteFpdu(0x00FFFF42, Base(), 64), term::kDdpTaggedInvalidStag);
+}
+
+TEST_F(CraftedPacketTest, WIRE_SendWithAWrongMsnUnderABadCrcIsACrcError) {
+    ASSERT_NO_FATAL_FAILURE(Handshake(true));
+    std::vector<uint8_t> bytes = SendFpdu(7, 8);
+    bytes.back() ^= 0x80;
+    ExpectTerminate(bytes, term::kLlpCrcError, false);
+}
+
+TEST_F(CraftedPacketTest, WIRE_SendLargerThanTheReceiveUnderAGoodCrcIsTooLong) {
+    ASSERT_NO_FATAL_FAILURE(Handshake(true));
+    const std::vector<uint8_t> before = Snapshot();
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data() + 2 * PAGE_SIZE, 16);
+    ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x98), &receive, 1), STATUS_SUCCESS);
+    SendBytes(SendFpdu(1, 64));
+    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+    ASSERT_TRUE(terminate.has_value());
+    EXPECT_EQ(terminate->cause, term::kDdpUntaggedMessageTooLong) << wire::FormatTerminateCause(terminate->cause);
+    const NDK_RESULT_EX overflow = PollC();
+    EXPECT_EQ(overflow.Status, STATUS_BUFFER_OVERFLOW);
+    EXPECT_EQ(overflow.RequestContext, reinterpret_cast<PVOID>(0x98));
+    ExpectUnchanged(before);
+}
+
 TEST_F(CraftedPacketTest, WIRE_WrongDdpVersionTerminates) {
     ASSERT_NO_FATAL_FAILURE(Handshake());
     std::vector<uint8_t> header = Header(wire::MakeWriteHeader(Token(), Base(), true));
