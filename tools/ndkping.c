@@ -5,6 +5,7 @@
  * send-and-invalidate retires the token. Prints a line per iteration and a summary.
  * Usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size] [--pend|--random] */
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -34,8 +35,9 @@ typedef struct {
     NDK_MR* control_mr;
 } side_t;
 
-static NDK_CONNECTOR* volatile g_incoming;
-static volatile int g_disconnected;
+/* Written by provider callbacks on the provider's thread, read by main: C11 atomics, not volatile (a data race). */
+static _Atomic(NDK_CONNECTOR*) g_incoming;
+static atomic_int g_disconnected;
 
 static void on_disconnect(PVOID context) {
     (void)context;
@@ -239,8 +241,8 @@ int main(int argc, char** argv) {
             4, (PVOID) "ndkping", 8, ndk_wait_on_request, &connected);
     }
     if (serve) {
-        while (g_incoming == NULL) usleep(100);
-        server.connector = g_incoming;
+        while (atomic_load(&g_incoming) == NULL) usleep(100);
+        server.connector = atomic_load(&g_incoming);
         NTSTATUS accept_returned = server.connector->Dispatch->NdkAccept(
             server.connector, server.qp, 4, 4, NULL, 0, on_disconnect, NULL, ndk_wait_on_request, &accepted);
         if (ping) {
