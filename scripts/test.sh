@@ -16,7 +16,7 @@ ctest --preset asan -j "$jobs"
 
 echo "== TSan: concurrency tests"
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target concurrency_tests transport_tests km_tests
+cmake --build --preset tsan -j "$jobs" --target concurrency_tests transport_tests km_tests remote_peer_tests ndk_test_peer ndkping
 ctest --preset tsan -j "$jobs"
 
 scripts/fuzz.sh 20
