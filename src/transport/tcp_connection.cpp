@@ -493,14 +493,21 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     end_cause_.store(provider_error);  // what a request that comes too late is flushed with (CQ-14)
     closed_.store(true);
     std::vector<Finished> finished;
-    bool drain = false;
+    // How the stream ends, decided once:
+    //  - drain: a Terminate the socket had no room for is kept, with the FPDU on its way before it (RFC 5040
+    //    §5.4: the peer must learn the cause), sent when the socket has room (ContinueDrain), then a FIN;
+    //  - half-close: a Terminate went out: a FIN, and the descriptor stays until the connector closes, so that
+    //    no reset overtakes the Terminate at the peer (HalfCloseSocket);
+    //  - close: nothing the peer must read, or the stream was dropped (DropLocked: a reset, like the
+    //    reset-on-close of an abort).
+    enum class StreamEnd { kDrain, kHalfClose, kClose } end = StreamEnd::kClose;
     {
         std::lock_guard lock(send_mutex_);
         PumpLocked(&finished);  // a queued Terminate or Reject goes out now if the socket takes it
-        // A Terminate the socket had no room for is kept, with the FPDU on its way before it (RFC 5040 §5.4: the
-        // peer must learn the cause); everything else is flushed now, with the cause (CQ-14).
         const OutMessage* terminate = QueuedTerminateLocked();
-        drain = close_after_send_ && fd_ >= 0 && !dropping_ && terminate != nullptr;
+        if (close_after_send_ && !dropping_)  // a dropped stream is reset, Terminate or not
+            end = fd_ >= 0 && terminate != nullptr ? StreamEnd::kDrain : StreamEnd::kHalfClose;
+        const bool drain = end == StreamEnd::kDrain;  // everything else is flushed now, with the cause (CQ-14)
         const OutMessage* in_flight =
             drain && !fpdus_.empty() && fpdus_.front().message != terminate ? fpdus_.front().message : nullptr;
         if (drain)  // FPDUs name their messages: trimmed before any message is freed
@@ -538,14 +545,19 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     }
     rx_->receive.Clear();
     rx_->grant.Clear();
-    if (drain) {
-        std::lock_guard lock(send_mutex_);
-        want_write_ = true;  // the lane sends the rest when the socket has room (ContinueDrain)
-        RearmLocked();
-    } else if (close_after_send_) {
-        HalfCloseSocket();  // a Terminate went out: the peer must read it before any reset (see there)
-    } else {
-        CloseSocket();
+    switch (end) {
+        case StreamEnd::kDrain: {
+            std::lock_guard lock(send_mutex_);
+            want_write_ = true;  // the lane sends the rest when the socket has room (ContinueDrain)
+            RearmLocked();
+            break;
+        }
+        case StreamEnd::kHalfClose:
+            HalfCloseSocket();
+            break;
+        case StreamEnd::kClose:
+            CloseSocket();
+            break;
     }
     RunFinished(&finished);
     qp_ = nullptr;

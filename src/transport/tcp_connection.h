@@ -151,6 +151,8 @@ private:
     // ---- receive (tcp_receive.cpp) ----
     void ReadFpdus();
     void ReadFpdusBatch();
+    bool ConsumeSpill();                                 // the FPDUs the spill completes
+    void TakePayload(const uint8_t* data, size_t size);  // spilled payload bytes to where the payload goes
     bool responses_queued_ = false;        // lane only: Read Responses wait for the end of the receive batch
     bool ProcessHead();                    // the first bytes of an FPDU are in: plan its body
     bool FinishFpdu();                     // its body is in

@@ -58,7 +58,7 @@ struct TcpConnection::Rx {
     uint16_t ulpdu_length = 0;
     size_t header_size = 0;
     wire::SegmentHeader header;
-    // The body: payload, then trailer, then the next FPDU's first bytes.
+    // The body: payload, then trailer, then the spill.
     Sink sink = Sink::kPlace;
     std::vector<engine::Piece> place;  // where the payload lands, in order
     engine::PieceList grant;           // the tagged target's reference, held until the FPDU is done
@@ -67,8 +67,12 @@ struct TcpConnection::Rx {
     uint8_t trailer[3 + wire::kFpduCrcSize];
     size_t trailer_size = 0;
     size_t trailer_have = 0;
-    uint8_t next[kLookahead];
-    size_t next_have = 0;
+    // What a read brought beyond the FPDU it was for: the next FPDUs' first bytes, consumed before the socket is
+    // read again. One readv then takes a small FPDU whole with the ones behind it; at most this much of a
+    // payload is copied from here instead of landing straight in its pages.
+    uint8_t spill[1024];
+    size_t spill_at = 0;
+    size_t spill_have = 0;
     std::vector<uint8_t> staging;                     // CRC on: one FPDU's payload, verified before placement
     uint8_t small[wire::kTerminateMaxBodySize + 12];  // a Terminate's body
     // The untagged Send being received.

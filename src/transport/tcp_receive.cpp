@@ -1,10 +1,11 @@
 // TcpConnection, receiving: the FPDU stream parsed as it arrives, on the lane. For each FPDU the first 20 bytes
 // are read (the length field and a whole untagged header; a Read Request reads its last 28 header bytes
 // next), the header goes through the wire parser and the one access check, and the payload is then read
-// straight into the target pages together with the trailer and the next FPDU's first 20 bytes: one readv per
-// FPDU. At most the first 4 payload bytes of a tagged segment arrive with its header and are copied. With CRC
-// on, the payload is verified in a one-FPDU staging buffer before it is placed (RFC 5044 §6.1: a bad FPDU
-// changes nothing).
+// straight into the target pages together with the trailer and up to 1 KiB more (the spill): one readv per
+// FPDU, and a run of small FPDUs comes in with one readv. What a read brings beyond its FPDU is consumed from
+// the spill before the socket is read again, so at most 1 KiB of a payload (and the first 4 bytes that come
+// with a tagged header) is copied rather than placed. With CRC on, the payload is verified in a one-FPDU
+// staging buffer before it is placed (RFC 5044 §6.1: a bad FPDU changes nothing).
 #include <sys/epoll.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -63,12 +64,13 @@ void TcpConnection::ReadFpdus() {
 void TcpConnection::ReadFpdusBatch() {
     Rx& rx = *rx_;
     for (int round = 0; round < 64 && phase_ != Phase::kClosed; ++round) {
+        if (!ConsumeSpill()) return;  // bytes read with the previous FPDU come first
         iovec iov[kMaxIovecs];
         size_t count = 0;
+        bool payload_whole = true;  // the iovecs reach the FPDU's end: what follows goes to the spill
         if (rx.step == Rx::Step::kHead) {
             iov[count++] = {rx.head + rx.head_have, rx.head_need - rx.head_have};
         } else {
-            bool payload_whole = true;  // the iovecs reach the payload's end: trailer and lookahead may follow
             if (rx.payload_done < rx.payload_size) {
                 switch (rx.sink) {
                     case Rx::Sink::kPlace: {
@@ -86,12 +88,10 @@ void TcpConnection::ReadFpdusBatch() {
                         break;
                 }
             }
-            if (payload_whole) {
-                if (rx.trailer_have < rx.trailer_size)
-                    iov[count++] = {rx.trailer + rx.trailer_have, rx.trailer_size - rx.trailer_have};
-                iov[count++] = {rx.next + rx.next_have, Rx::kLookahead - rx.next_have};
-            }
+            if (payload_whole && rx.trailer_have < rx.trailer_size)
+                iov[count++] = {rx.trailer + rx.trailer_have, rx.trailer_size - rx.trailer_have};
         }
+        if (payload_whole) iov[count++] = {rx.spill, sizeof(rx.spill)};
         size_t requested = 0;
         for (size_t i = 0; i < count; ++i) requested += iov[i].iov_len;
         const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
@@ -119,7 +119,9 @@ void TcpConnection::ReadFpdusBatch() {
         }
         size_t n = static_cast<size_t>(got);
         if (rx.step == Rx::Step::kHead) {
-            rx.head_have += n;
+            const size_t take = std::min(n, rx.head_need - rx.head_have);
+            rx.head_have += take;
+            n -= take;
         } else {
             size_t take = std::min(n, rx.payload_size - rx.payload_done);
             rx.payload_done += take;
@@ -127,33 +129,71 @@ void TcpConnection::ReadFpdusBatch() {
             take = std::min(n, rx.trailer_size - rx.trailer_have);
             rx.trailer_have += take;
             n -= take;
-            rx.next_have += n;
         }
-        // Everything that is complete now, FPDU after FPDU.
-        while (phase_ != Phase::kClosed) {
-            if (rx.step == Rx::Step::kHead) {
-                uint16_t ulpdu = 0;
-                if (rx.head_have < rx.head_need && wire::PeekFpduLength({rx.head, rx.head_have}, &ulpdu).ok()) {
-                    if (ulpdu < wire::kDdpTaggedHeaderSize)  // no header fits: nothing else can be read
-                        return (void)Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, false),
-                                          STATUS_CONNECTION_ABORTED, nullptr, 0);
-                }
-                if (rx.head_have < rx.head_need) break;
-                if (!ProcessHead()) return;
-                continue;
-            }
-            if (rx.payload_done < rx.payload_size || rx.trailer_have < rx.trailer_size) break;
-            if (!FinishFpdu()) return;
-            std::memcpy(rx.head, rx.next, rx.next_have);
-            rx.head_have = rx.next_have;
-            rx.next_have = 0;
-            rx.head_need = Rx::kLookahead;
-            rx.step = Rx::Step::kHead;
-        }
+        rx.spill_at = 0;
+        rx.spill_have = n;  // the next FPDUs' first bytes
+        if (!ConsumeSpill()) return;
         // A short read drained the socket: the next readv would only say EAGAIN (level-triggered, so epoll
         // reports the next bytes).
         if (static_cast<size_t>(got) < requested) return;
     }
+}
+
+// Everything that is complete now, FPDU after FPDU, taking the bytes the spill holds first. False once the
+// connection failed or closed.
+bool TcpConnection::ConsumeSpill() {
+    Rx& rx = *rx_;
+    while (phase_ != Phase::kClosed) {
+        const uint8_t* spill = rx.spill + rx.spill_at;
+        size_t available = rx.spill_have - rx.spill_at;
+        if (rx.step == Rx::Step::kHead) {
+            const size_t take = std::min(available, rx.head_need - rx.head_have);
+            std::memcpy(rx.head + rx.head_have, spill, take);
+            rx.head_have += take;
+            rx.spill_at += take;
+            uint16_t ulpdu = 0;
+            if (rx.head_have < rx.head_need && wire::PeekFpduLength({rx.head, rx.head_have}, &ulpdu).ok()) {
+                if (ulpdu < wire::kDdpTaggedHeaderSize)  // no header fits: nothing else can be read
+                    return Fail(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, false),
+                                STATUS_CONNECTION_ABORTED, nullptr, 0);
+            }
+            if (rx.head_have < rx.head_need) return true;
+            if (!ProcessHead()) return false;
+            continue;
+        }
+        size_t take = std::min(available, rx.payload_size - rx.payload_done);
+        if (take > 0) TakePayload(spill, take);
+        spill += take;
+        available -= take;
+        rx.spill_at += take;
+        take = std::min(available, rx.trailer_size - rx.trailer_have);
+        std::memcpy(rx.trailer + rx.trailer_have, spill, take);
+        rx.trailer_have += take;
+        rx.spill_at += take;
+        if (rx.payload_done < rx.payload_size || rx.trailer_have < rx.trailer_size) return true;
+        if (!FinishFpdu()) return false;
+        rx.head_have = 0;
+        rx.head_need = Rx::kLookahead;
+        rx.step = Rx::Step::kHead;
+    }
+    return false;
+}
+
+// `size` payload bytes that were read into the spill go where the payload goes.
+void TcpConnection::TakePayload(const uint8_t* data, size_t size) {
+    Rx& rx = *rx_;
+    switch (rx.sink) {
+        case Rx::Sink::kPlace:
+            CopyIntoPieces(rx.place, rx.payload_done, data, size);
+            break;
+        case Rx::Sink::kStaging:
+            std::memcpy(rx.staging.data() + rx.payload_done, data, size);
+            break;
+        case Rx::Sink::kSmall:
+            std::memcpy(rx.small + rx.payload_done, data, size);
+            break;
+    }
+    rx.payload_done += size;
 }
 
 // The FPDU's first bytes are in: parse the header, check access and plan where its payload goes.

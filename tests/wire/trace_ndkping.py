@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from xml.etree import ElementTree
 
 ndkping, outdir = sys.argv[1], sys.argv[2]
 if shutil.which("tshark") is None:
@@ -49,9 +50,10 @@ if client.returncode != 0 or server.returncode != 0:
 tokens = [int(t, 16) for t in re.findall(r"invalidated (0x[0-9a-f]+)", client.stdout)]
 assert len(tokens) == count, f"the client printed {len(tokens)} invalidated tokens"
 
-FIELDS = ["frame.number", "tcp.srcport", "tcp.flags.fin", "iwarp_mpa.key.req", "iwarp_mpa.key.rep",
-          "iwarp_mpa.crc_flag", "iwarp_mpa.crc_check", "iwarp_rdma.opcode", "iwarp_ddp.qn", "iwarp_ddp.msn",
-          "iwarp_ddp.stag", "iwarp_ddp.tagged_offset", "iwarp_rdma.sinkstag", "iwarp_rdma.inval_stag"]
+PACKET_FIELDS = ["tcp.srcport", "tcp.flags.fin"]
+MPA_FIELDS = ["iwarp_mpa.key.req", "iwarp_mpa.key.rep", "iwarp_mpa.crc_flag", "iwarp_mpa.crc_check"]
+FPDU_FIELDS = ["iwarp_rdma.opcode", "iwarp_ddp.qn", "iwarp_ddp.msn", "iwarp_ddp.stag", "iwarp_ddp.tagged_offset",
+               "iwarp_rdma.sinkstag", "iwarp_rdma.inval_stag"]
 
 
 def number(text):
@@ -59,10 +61,18 @@ def number(text):
     return int(text, 0) if text.startswith("0x") else int(text)
 
 
+def fields_of(element, names):
+    found = {name: "" for name in names}
+    for field in element.iter("field"):
+        if field.get("name") in found and not found[field.get("name")]:
+            found[field.get("name")] = field.get("show", "")
+    return found
+
+
 def decode(path):
-    result = subprocess.run(["tshark", "-r", path, "-o", "tcp.check_checksum:TRUE", "-T", "fields", "-E",
-                             "separator=|", "-E", "occurrence=a", "-E", "aggregator=;"] +
-                            sum([["-e", f] for f in FIELDS], []),
+    """One row per MPA frame and per FPDU, in stream order. PDML keeps each FPDU's fields apart, also when one
+    TCP segment carries several FPDUs of different kinds, or an FPDU spans segments."""
+    result = subprocess.run(["tshark", "-r", path, "-o", "tcp.check_checksum:TRUE", "-T", "pdml"],
                             capture_output=True, text=True)
     if result.returncode != 0:
         print(result.stderr)
@@ -72,14 +82,19 @@ def decode(path):
     with open(path + ".txt", "w") as summary:  # for reading without re-running
         summary.write(detail)
     rows = []
-    for line in result.stdout.splitlines():
-        values = dict(zip(FIELDS, line.split("|")))
-        # One TCP segment may carry several FPDUs: one row per FPDU.
-        per_fpdu = {f: values[f].split(";") for f in FIELDS[7:]}
-        for i, opcode in enumerate(per_fpdu["iwarp_rdma.opcode"]):
-            row = {f: (per_fpdu[f][i] if i < len(per_fpdu[f]) else "") for f in FIELDS[7:]}
-            row.update({f: values[f] for f in FIELDS[:7]})
-            rows.append(row)
+    for packet in ElementTree.fromstring(result.stdout).iter("packet"):
+        protos = packet.findall("proto")
+        tcp = next((p for p in protos if p.get("name") == "tcp"), None)
+        base = fields_of(tcp, PACKET_FIELDS) if tcp is not None else dict.fromkeys(PACKET_FIELDS, "")
+        empty = dict.fromkeys(MPA_FIELDS + FPDU_FIELDS, "")
+        rows.append(dict(empty, **base))  # the segment itself (its FIN)
+        for proto in protos:
+            if proto.get("name") == "iwarp_mpa":
+                mpa = fields_of(proto, MPA_FIELDS)
+                if mpa["iwarp_mpa.key.req"] or mpa["iwarp_mpa.key.rep"]:
+                    rows.append(dict(empty, **base, **mpa))
+            elif proto.get("name") == "iwarp_ddp_rdmap":
+                rows.append(dict(empty, **base, **fields_of(proto, FPDU_FIELDS)))
     return rows, detail
 
 
