@@ -170,5 +170,86 @@ TEST_P(AsyncTransportTest, QP_07_08_CloseUnderHandedOverTraffic) {
     }
 }
 
+// Over iWARP/TCP, NDK_OP_FLAG_DEFER bursts race the close of the poster's connector (CB-15, QP-08): the first
+// deferred post of a burst schedules a lane pump, and the close may come before the burst's last post, between
+// them, or while the pump runs. Every request the QP accepted completes exactly once, sent or flushed. In the
+// stalled variant the wire stops inside an FPDU after 40,003 bytes (a wire fault), so the close always finds
+// deferred bursts queued and flushes them.
+template <bool kStalled>
+class TcpDeferRace : public AsyncTransportTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Transport = SOFTNDK_TRANSPORT_TCP;
+        if (kStalled) config.WireFaults.StallAfterBytes = 40003;
+    }
+    void Run();
+};
+using TcpDeferRaceTest = TcpDeferRace<false>;
+using TcpStalledDeferRaceTest = TcpDeferRace<true>;
+SOFTNDK_ALL_MODES(TcpDeferRaceTest);
+SOFTNDK_ALL_MODES(TcpStalledDeferRaceTest);
+
+template <bool kStalled>
+void TcpDeferRace<kStalled>::Run() {
+    for (int round = 0; round < 10 && !HasFailure(); ++round) {
+        CqEvents events;
+        NDK_CQ* cq = CreateCq(4096, &events);
+        NDK_QP* a = CreateQp(cq, cq, nullptr);
+        NDK_QP* b = CreateQp(cq_b_, cq_b_, nullptr);
+        Connectors connectors = ConnectQps(a, b, 4);
+        if (connectors.passive == nullptr) break;
+        std::atomic<bool> stop{false};
+        std::atomic<long> posted{0}, completed{0};
+        std::thread poster([&] {
+            NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), kStalled ? 4096 : 64);
+            NDK_RESULT_EX results[64];
+            for (long burst = 0; !stop.load(); ++burst) {
+                const int length = 1 + static_cast<int>(burst % 8);  // the last post of a burst rings
+                for (int i = 0; i < length; ++i) {
+                    const ULONG flags = i + 1 < length ? NDK_OP_FLAG_DEFER : 0;
+                    const NTSTATUS status =
+                        a->Dispatch->NdkWrite(a, nullptr, &sge, 1, RemoteAddress(*buffer_b_), RemoteB(), flags);
+                    if (status == STATUS_SUCCESS)
+                        ++posted;
+                    else if (status != STATUS_CONNECTION_INVALID && status != STATUS_INSUFFICIENT_RESOURCES)
+                        ADD_FAILURE() << std::hex << status;
+                }
+                ULONG got;
+                while ((got = cq->Dispatch->NdkGetCqResultsEx(cq, results, 64)) != 0) {
+                    for (ULONG i = 0; i < got; ++i)
+                        if (results[i].Status != STATUS_SUCCESS && results[i].Status != STATUS_CANCELLED)
+                            ADD_FAILURE() << std::hex << results[i].Status;
+                    completed += got;
+                }
+            }
+        });
+        while (posted.load() < 20 + round * 5) std::this_thread::yield();
+        Close(&connectors.active->Header);  // the poster's side, under its bursts
+        Close(&connectors.passive->Header);
+        stop = true;
+        poster.join();
+        NDK_RESULT_EX results[64];
+        EXPECT_TRUE(WaitFor([&] {
+            completed += cq->Dispatch->NdkGetCqResultsEx(cq, results, 64);
+            return completed.load() >= posted.load();
+        })) << completed.load()
+            << " of " << posted.load() << " completed";
+        usleep(5000);
+        completed += cq->Dispatch->NdkGetCqResultsEx(cq, results, 64);
+        EXPECT_EQ(completed.load(), posted.load()) << "each accepted request completes once";
+        Close(&a->Header);
+        Close(&b->Header);
+        Close(&cq->Header);
+        Pending(cq_b_);
+    }
+}
+
+TEST_P(TcpDeferRaceTest, CB_15_QP_08_DeferredBurstsRacingConnectorCloseAllCompleteOnce) {
+    Run();
+}
+TEST_P(TcpStalledDeferRaceTest, CB_15_QP_08_DeferredBurstsQueuedAtConnectorCloseAreFlushedOnce) {
+    Run();
+}
+
 }  // namespace
 }  // namespace softndk::test
