@@ -32,6 +32,8 @@ ndkperf=build/release/tools/ndkperf
 sizes=64,256,1024,4096,16384,65536,262144,1048576,4194304
 port() { echo $((20000 + RANDOM % 20000)); }
 wait_listening() { for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && return; sleep 0.05; done; }
+# A TCP port in LISTEN (a busy machine may take more than a fixed sleep to start a server).
+wait_port() { for _ in $(seq 200); do ss -ltnH "sport = :$1" | grep -q . && return; sleep 0.05; done; }
 
 echo "== ndkperf (two processes, iWARP/TCP loopback)"
 p=$(port)
@@ -61,7 +63,7 @@ echo "== iperf3 (one stream)"
 for size in ${sizes//,/ }; do
   p=$(port)
   iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
-  sleep 0.3
+  wait_port "$p"
   iperf3 -c 127.0.0.1 -p "$p" -l "$((size > 1048576 ? 1048576 : size))" -t "$seconds" -J >"$out/iperf3-$size.json"  # -l ≤ 1 MiB
   wait
 done
@@ -74,7 +76,7 @@ for size in 64 1024 65536 1048576; do
   iterations=$((size >= 65536 ? 500 : 5000))
   p=$(port)
   timeout 120 fi_pingpong -p tcp -e msg -B "$p" -I "$iterations" -S "$size" >/dev/null 2>&1 &
-  sleep 0.5
+  wait_port "$p"
   timeout 120 fi_pingpong -p tcp -e msg -P "$p" -I "$iterations" -S "$size" 127.0.0.1 >"$out/fi_pingpong-$size.txt"
   wait
 done

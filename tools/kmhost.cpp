@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,12 +35,38 @@ int Usage() {
                  "  --stop-when-idle                  stop once DriverEntry returned and no work item, timer or\n"
                  "                                    DPC is pending for 200 ms\n"
                  "  --seconds N                       stop after N seconds (default: SIGINT / SIGTERM)\n"
-                 "  --registry-path PATH              the RegistryPath DriverEntry receives\n");
+                 "  --registry-path PATH              the RegistryPath DriverEntry receives\n"
+                 "  --parameter NAME=VALUE            a value under RegistryPath\\Parameters (ZwQueryValueKey):\n"
+                 "                                    REG_DWORD when VALUE is a number (decimal or 0x…), else\n"
+                 "                                    REG_SZ (repeatable)\n");
     return 1;
 }
 
 std::wstring Widen(const std::string& text) {
     return std::wstring(text.begin(), text.end());
+}
+
+// --parameter NAME=VALUE: a number becomes REG_DWORD, anything else REG_SZ.
+bool SetParameters(const std::wstring& key, const std::vector<std::string>& parameters) {
+    for (const std::string& parameter : parameters) {
+        const size_t equals = parameter.find('=');
+        const std::wstring name = Widen(parameter.substr(0, equals));
+        const std::string text = parameter.substr(equals + 1);
+        char* end = nullptr;
+        const unsigned long number = std::strtoul(text.c_str(), &end, 0);
+        NTSTATUS status;
+        if (!text.empty() && *end == '\0' && number <= 0xFFFFFFFFul &&
+            std::isdigit(static_cast<unsigned char>(text[0]))) {
+            const ULONG dword = static_cast<ULONG>(number);
+            status = SoftNdkKmSetRegistryValue(key.c_str(), name.c_str(), REG_DWORD, &dword, sizeof(dword));
+        } else {
+            const std::wstring wide = Widen(text);
+            status = SoftNdkKmSetRegistryValue(key.c_str(), name.c_str(), REG_SZ, wide.c_str(),
+                                               static_cast<ULONG>((wide.size() + 1) * sizeof(WCHAR)));
+        }
+        if (!NT_SUCCESS(status)) return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -48,6 +75,7 @@ int main(int argc, char** argv) {
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
     std::string driver_path, registry_path;
+    std::vector<std::string> parameters;
     bool stop_when_idle = false;
     double seconds = -1;
     for (int i = 1; i < argc; ++i) {
@@ -90,6 +118,10 @@ int main(int argc, char** argv) {
             const char* path = value();
             if (path == nullptr) return Usage();
             registry_path = path;
+        } else if (arg == "--parameter") {
+            const char* parameter = value();
+            if (parameter == nullptr || std::strchr(parameter, '=') == nullptr || parameter[0] == '=') return Usage();
+            parameters.push_back(parameter);
         } else if (!arg.empty() && arg[0] == '-') {
             return Usage();
         } else {
@@ -114,6 +146,7 @@ int main(int argc, char** argv) {
     name = name.substr(0, name.find('.'));
     if (registry_path.empty()) registry_path = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\" + name;
     std::wstring wide_registry = Widen(registry_path), wide_name = Widen("\\Driver\\" + name);
+    if (!SetParameters(wide_registry + L"\\Parameters", parameters)) return Usage();
     UNICODE_STRING registry;
     RtlInitUnicodeString(&registry, wide_registry.c_str());
     DRIVER_EXTENSION extension{};

@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <mutex>
 
+#include <softndk/km/ip2string.h>
 #include <softndk/km/softndk_km.h>
 #include <softndk/km/wdm.h>
 #include <softndk/km/wsk.h>
@@ -53,6 +54,7 @@ ULONG DpcsOutstanding();
 ULONG DeviceObjects();
 ULONG WskRegistrations();
 ULONG OpenAdapters();
+ULONG OpenRegistryKeys();  // ZwOpenKey handles not closed
 void PoolStatistics(ULONG* allocations, ULONG64* bytes);
 ULONG ReportPoolLeaks();  // prints by tag, returns allocation count
 void ShutdownWorkers();

@@ -9,6 +9,7 @@
 #include <wskndk.h>
 #include <ntstrsafe.h>
 #include <netioapi.h>
+#include <ip2string.h>
 
 _Static_assert(sizeof(SOCKADDR_IN) == sizeof(struct sockaddr_in), "SOCKADDR_IN layout");
 _Static_assert(sizeof(SOCKADDR_IN6) == sizeof(struct sockaddr_in6), "SOCKADDR_IN6 layout");
@@ -38,5 +39,16 @@ int main(void) {
     PVOID p = ExAllocatePoolWithTag(NonPagedPoolNx, 64, kTag);
     if (p == NULL) return 4;
     ExFreePoolWithTag(p, kTag);
+    IN_ADDR parsed;
+    PCSTR end = NULL;
+    if (!NT_SUCCESS(RtlIpv4StringToAddressA("127.0.0.1", TRUE, &end, &parsed)) ||
+        parsed.S_un.S_addr != v4.sin_addr.S_un.S_addr)
+        return 6;
+    UNICODE_STRING name;
+    RtlInitUnicodeString(&name, L"\\Registry\\Machine\\System\\CurrentControlSet\\Services\\none");
+    OBJECT_ATTRIBUTES attributes;
+    InitializeObjectAttributes(&attributes, &name, OBJ_CASE_INSENSITIVE | OBJ_KERNEL_HANDLE, NULL, NULL);
+    HANDLE key = NULL;
+    if (ZwOpenKey(&key, KEY_READ, &attributes) != STATUS_OBJECT_NAME_NOT_FOUND) return 7;
     return KeGetCurrentIrql() == PASSIVE_LEVEL ? 0 : 5;
 }

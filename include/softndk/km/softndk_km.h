@@ -22,6 +22,12 @@ SOFTNDK_KM_API NTSTATUS SoftNdkKmConfigureFromEnvironment(void);
 /* Parses one SOFTNDK_FAULTS value into Config (appending rules). */
 SOFTNDK_KM_API NTSTATUS SoftNdkKmParseFaults(const char* Text, SOFTNDK_ADAPTER_CONFIG* Config);
 
+/* ---- the registry drivers read (ZwOpenKey, ZwQueryValueKey): a key store the host fills ---- */
+/* Sets ValueName under KeyPath (e.g. L"\\Registry\\Machine\\System\\CurrentControlSet\\Services\\x\\Parameters")
+ * to Type (REG_DWORD, REG_SZ with its terminating NUL in DataLength, …). Keys are made as needed. */
+SOFTNDK_KM_API NTSTATUS SoftNdkKmSetRegistryValue(PCWSTR KeyPath, PCWSTR ValueName, ULONG Type, const VOID* Data,
+                                                  ULONG DataLength);
+
 /* ---- Verifier ---- */
 typedef enum _SOFTNDK_VERIFIER_MODE {
     SOFTNDK_VERIFIER_OFF = 0,  /* no checks, no hooks in the provider */
@@ -53,6 +59,7 @@ typedef struct _SOFTNDK_KM_STATISTICS {
     ULONG TimersArmed;
     ULONG DpcsQueued;
     ULONG DeviceObjects;
+    ULONG RegistryKeysOpen; /* ZwOpenKey handles not closed */
 } SOFTNDK_KM_STATISTICS;
 SOFTNDK_KM_API VOID SoftNdkKmGetStatistics(SOFTNDK_KM_STATISTICS* Statistics);
 /* Prints outstanding pool by tag and every other leak to stderr; returns the number of leaked things. */

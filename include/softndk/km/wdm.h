@@ -100,6 +100,36 @@ SOFTNDK_KM_API VOID RtlFreeUnicodeString(PUNICODE_STRING UnicodeString);
 SOFTNDK_KM_API VOID RtlFreeAnsiString(PANSI_STRING AnsiString);
 SOFTNDK_KM_API NTSTATUS RtlUnicodeStringToInteger(PCUNICODE_STRING String, ULONG Base, PULONG Value);
 
+/* ---- registry: read a driver's parameters (a key store the host fills: softndk-kmhost --parameter) ---- */
+#define KEY_QUERY_VALUE (0x0001)
+#define KEY_ENUMERATE_SUB_KEYS (0x0008)
+#define KEY_NOTIFY (0x0010)
+#define READ_CONTROL (0x00020000L)
+#define KEY_READ (READ_CONTROL | KEY_QUERY_VALUE | KEY_ENUMERATE_SUB_KEYS | KEY_NOTIFY)
+#define REG_NONE (0)
+#define REG_SZ (1)
+#define REG_EXPAND_SZ (2)
+#define REG_BINARY (3)
+#define REG_DWORD (4)
+#define REG_MULTI_SZ (7)
+#define REG_QWORD (11)
+typedef enum _KEY_VALUE_INFORMATION_CLASS {
+    KeyValueBasicInformation,
+    KeyValueFullInformation,
+    KeyValuePartialInformation /* the one emulated */
+} KEY_VALUE_INFORMATION_CLASS;
+typedef struct _KEY_VALUE_PARTIAL_INFORMATION {
+    ULONG TitleIndex;
+    ULONG Type;
+    ULONG DataLength;
+    UCHAR Data[1];
+} KEY_VALUE_PARTIAL_INFORMATION, *PKEY_VALUE_PARTIAL_INFORMATION;
+SOFTNDK_KM_API NTSTATUS ZwOpenKey(PHANDLE KeyHandle, ACCESS_MASK DesiredAccess, POBJECT_ATTRIBUTES ObjectAttributes);
+SOFTNDK_KM_API NTSTATUS ZwQueryValueKey(HANDLE KeyHandle, PUNICODE_STRING ValueName,
+                                        KEY_VALUE_INFORMATION_CLASS KeyValueInformationClass, PVOID KeyValueInformation,
+                                        ULONG Length, PULONG ResultLength);
+SOFTNDK_KM_API NTSTATUS ZwClose(HANDLE Handle); /* registry key handles: the only handles there are */
+
 /* ---- lists (inline, with the fast-fail link checks of current WDKs) ---- */
 SOFTNDK_KM_API DECLSPEC_NORETURN VOID SoftNdkKmListCorrupt(PLIST_ENTRY Entry);
 FORCEINLINE VOID InitializeListHead(PLIST_ENTRY ListHead) {

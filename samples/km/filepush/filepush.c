@@ -29,8 +29,14 @@ Abstract:
     PASSIVE_LEVEL; a timer DPC is the watchdog; an interlocked LIST_ENTRY queue carries connectors from the
     connect event to the server; a lookaside list supplies the queue entries.
 
-    Under softndk it runs in softndk-kmhost with both sides in one process; across processes and hosts it
-    needs the iWARP/TCP transport, which is being built (the code will not change).
+    Its parameters come from the registry, under RegistryPath\Parameters (softndk-kmhost --parameter):
+      Role     REG_SZ     "both" (default: server and client in this driver), "server" or "client"
+      Address       REG_SZ     the server's IPv4 address (default 127.0.0.1)
+      LocalAddress  REG_SZ     the client's own address (default: Address, the server on this host)
+      Port          REG_DWORD  the server's port (default 44500)
+    Each side opens the adapter of the interface holding its own address.
+    With "server" in one process and "client" in another the push goes over iWARP/TCP, on this host or
+    between two.
 
 Environment:
 
@@ -42,12 +48,13 @@ Environment:
 #include <ndis.h>
 #include <ntstrsafe.h>
 #include <netioapi.h>
+#include <ip2string.h>
 #include <wsk.h>
 #include <wskndk.h>
 
 #define FP_TAG 'hsPF' /* "FPsh" in a pool dump */
 #define FP_EVENT_TAG 'vEPF'
-#define FP_PORT 44500
+#define FP_PORT 44500 /* the default of the Port parameter */
 #define FP_FILE_SIZE (256 * 1024 + 777)
 #define FP_CHUNK_SIZE (64 * 1024)
 #define FP_CHUNK_PAGES (FP_CHUNK_SIZE / PAGE_SIZE)
@@ -59,6 +66,8 @@ Environment:
 #define FP_MAGIC 0x48535046u /* "FPSH" */
 #define FP_WAIT_MS 10000
 #define FP_WATCHDOG_MS 20000
+
+typedef enum _FP_ROLE { FpRoleBoth = 0, FpRoleServer = 1, FpRoleClient = 2 } FP_ROLE;
 
 typedef enum _FP_MESSAGE_TYPE { FpPush = 1, FpAck = 2, FpDone = 3, FpDoneAck = 4 } FP_MESSAGE_TYPE;
 
@@ -128,6 +137,10 @@ typedef struct _FP_DRIVER {
     BOOLEAN WskCaptured;
     WSK_PROVIDER_NDK_DISPATCH Ndk;
     NET_IFINDEX IfIndex;
+    FP_ROLE Role;         /* the parameters (FpReadParameters) */
+    IN_ADDR Address;      /* the server's */
+    IN_ADDR LocalAddress; /* the client's */
+    USHORT Port;
     NPAGED_LOOKASIDE_LIST Events;
     KSPIN_LOCK IncomingLock;
     LIST_ENTRY Incoming;
@@ -481,11 +494,12 @@ static VOID FpCloseSide(PFP_SIDE Side) {
     Side->Adapter = NULL;
 }
 
-static VOID FpLoopback(SOCKADDR_IN* Address, USHORT Port) {
+/* The server's address (the Address parameter) with Port; port 0 lets the provider choose. */
+static VOID FpServerAddress(SOCKADDR_IN* Address, USHORT Port) {
     RtlZeroMemory(Address, sizeof(*Address));
     Address->sin_family = AF_INET;
     Address->sin_port = RtlUshortByteSwap(Port);
-    Address->sin_addr.S_un.S_addr = RtlUlongByteSwap(0x7F000001);
+    Address->sin_addr = g_Fp.Address;
 }
 
 /* ---- server ------------------------------------------------------------------------------------------- */
@@ -508,12 +522,13 @@ static NTSTATUS FpServe(PFP_SIDE Side) {
                                                                        FpCreateDone, &wait, &Side->Listener),
                             &wait, (PVOID*)&Side->Listener);
     if (!NT_SUCCESS(status)) return status;
-    FpLoopback(&address, FP_PORT);
+    FpServerAddress(&address, g_Fp.Port);
     FpInitWait(&wait);
     status = FpFinish(Side->Listener->Dispatch->NdkListen(Side->Listener, (CONST PSOCKADDR)&address, sizeof(address),
                                                           FpRequestDone, &wait),
                       &wait);
     if (!NT_SUCCESS(status)) return status;
+    FpLog("filepush: server listening on port %u\n", g_Fp.Port);
     KeSetEvent(&g_Fp.Listening, IO_NO_INCREMENT, FALSE);
 
     status = FpWaitOrAbort(&g_Fp.IncomingEvent);
@@ -674,8 +689,9 @@ static NTSTATUS FpPushFile(PFP_SIDE Side) {
     hello.FileSize = FP_FILE_SIZE;
     hello.ReceiptAddress = (ULONG64)(ULONG_PTR)Side->Receipts;
     hello.ReceiptToken = Side->ReceiptsMr->Dispatch->NdkGetRemoteTokenFromMr(Side->ReceiptsMr);
-    FpLoopback(&source, 0);
-    FpLoopback(&destination, FP_PORT);
+    FpServerAddress(&source, 0);
+    source.sin_addr = g_Fp.LocalAddress;
+    FpServerAddress(&destination, g_Fp.Port);
     FpInitWait(&wait);
     status =
         FpFinish(Side->Connector->Dispatch->NdkConnect(
@@ -754,14 +770,95 @@ static VOID FpClientWorker(PDEVICE_OBJECT Device, PVOID Context) {
 
 /* ---- DriverEntry / DriverUnload ----------------------------------------------------------------------- */
 
+/* One value of RegistryPath\Parameters into Buffer; STATUS_OBJECT_NAME_NOT_FOUND leaves the default. */
+static NTSTATUS FpQueryParameter(HANDLE Key, PCWSTR Name, ULONG Type, PVOID Buffer, ULONG Size) {
+    UCHAR storage[sizeof(KEY_VALUE_PARTIAL_INFORMATION) + 64 * sizeof(WCHAR)];
+    PKEY_VALUE_PARTIAL_INFORMATION value = (PKEY_VALUE_PARTIAL_INFORMATION)storage;
+    UNICODE_STRING name;
+    ULONG length = 0;
+    NTSTATUS status;
+    PAGED_CODE();
+    RtlInitUnicodeString(&name, Name);
+    status = ZwQueryValueKey(Key, &name, KeyValuePartialInformation, value, sizeof(storage), &length);
+    if (status == STATUS_OBJECT_NAME_NOT_FOUND) return STATUS_SUCCESS;
+    if (!NT_SUCCESS(status)) return status;
+    if (value->Type != Type || value->DataLength > Size) return STATUS_INVALID_PARAMETER;
+    RtlCopyMemory(Buffer, value->Data, value->DataLength);
+    return STATUS_SUCCESS;
+}
+
+static NTSTATUS FpReadParameters(PUNICODE_STRING RegistryPath) {
+    static const WCHAR parameters[] = L"\\Parameters";
+    UNICODE_STRING path;
+    OBJECT_ATTRIBUTES attributes;
+    HANDLE key = NULL;
+    WCHAR role[16] = {0}, address[32] = {0}, local[32] = {0};
+    ULONG port = FP_PORT;
+    PCWSTR end = NULL;
+    NTSTATUS status;
+    PAGED_CODE();
+    g_Fp.Role = FpRoleBoth;
+    g_Fp.Address.S_un.S_addr = RtlUlongByteSwap(0x7F000001);
+    g_Fp.LocalAddress = g_Fp.Address;
+    g_Fp.Port = FP_PORT;
+    path.Length = 0;
+    path.MaximumLength = (USHORT)(RegistryPath->Length + sizeof(parameters));
+    path.Buffer = (PWCH)ExAllocatePool2(POOL_FLAG_PAGED, path.MaximumLength, FP_TAG);
+    if (path.Buffer == NULL) return STATUS_INSUFFICIENT_RESOURCES;
+    RtlCopyUnicodeString(&path, RegistryPath);
+    status = RtlAppendUnicodeToString(&path, parameters);
+    if (NT_SUCCESS(status)) {
+        InitializeObjectAttributes(&attributes, &path, OBJ_CASE_INSENSITIVE | OBJ_KERNEL_HANDLE, NULL, NULL);
+        status = ZwOpenKey(&key, KEY_READ, &attributes);
+    }
+    ExFreePoolWithTag(path.Buffer, FP_TAG);
+    if (status == STATUS_OBJECT_NAME_NOT_FOUND) return STATUS_SUCCESS; /* no parameters: the defaults */
+    if (!NT_SUCCESS(status)) return status;
+    status = FpQueryParameter(key, L"Role", REG_SZ, role, sizeof(role) - sizeof(WCHAR));
+    if (NT_SUCCESS(status))
+        status = FpQueryParameter(key, L"Address", REG_SZ, address, sizeof(address) - sizeof(WCHAR));
+    if (NT_SUCCESS(status))
+        status = FpQueryParameter(key, L"LocalAddress", REG_SZ, local, sizeof(local) - sizeof(WCHAR));
+    if (NT_SUCCESS(status)) status = FpQueryParameter(key, L"Port", REG_DWORD, &port, sizeof(port));
+    ZwClose(key);
+    if (!NT_SUCCESS(status)) return status;
+    if (role[0] != 0) {
+        UNICODE_STRING text, server, client, both;
+        RtlInitUnicodeString(&text, role);
+        RtlInitUnicodeString(&server, L"server");
+        RtlInitUnicodeString(&client, L"client");
+        RtlInitUnicodeString(&both, L"both");
+        if (RtlEqualUnicodeString(&text, &server, TRUE)) {
+            g_Fp.Role = FpRoleServer;
+        } else if (RtlEqualUnicodeString(&text, &client, TRUE)) {
+            g_Fp.Role = FpRoleClient;
+        } else if (!RtlEqualUnicodeString(&text, &both, TRUE)) {
+            return STATUS_INVALID_PARAMETER;
+        }
+    }
+    if (address[0] != 0) {
+        status = RtlIpv4StringToAddressW(address, TRUE, &end, &g_Fp.Address);
+        if (!NT_SUCCESS(status) || *end != 0) return STATUS_INVALID_PARAMETER;
+    }
+    g_Fp.LocalAddress = g_Fp.Address;
+    if (local[0] != 0) {
+        status = RtlIpv4StringToAddressW(local, TRUE, &end, &g_Fp.LocalAddress);
+        if (!NT_SUCCESS(status) || *end != 0) return STATUS_INVALID_PARAMETER;
+    }
+    if (port == 0 || port > 0xFFFF) return STATUS_INVALID_PARAMETER;
+    g_Fp.Port = (USHORT)port;
+    return STATUS_SUCCESS;
+}
+
 static NTSTATUS FpFindInterface(void) {
+    const IN_ADDR own = g_Fp.Role == FpRoleClient ? g_Fp.LocalAddress : g_Fp.Address;
     PMIB_UNICASTIPADDRESS_TABLE table = NULL;
     NTSTATUS status = GetUnicastIpAddressTable(AF_INET, &table);
     ULONG i;
     if (!NT_SUCCESS(status)) return status;
     status = STATUS_NOT_FOUND;
     for (i = 0; i < table->NumEntries; ++i) {
-        if (table->Table[i].Address.Ipv4.sin_addr.S_un.S_addr == RtlUlongByteSwap(0x7F000001)) {
+        if (table->Table[i].Address.Ipv4.sin_addr.S_un.S_addr == own.S_un.S_addr) {
             g_Fp.IfIndex = table->Table[i].InterfaceIndex;
             status = STATUS_SUCCESS;
             break;
@@ -798,7 +895,7 @@ static VOID FpUnload(PDRIVER_OBJECT DriverObject) {
 NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath) {
     NTSTATUS status;
     SIZE_T returned = 0;
-    UNREFERENCED_PARAMETER(RegistryPath);
+    LONG workers;
     PAGED_CODE();
 
     RtlZeroMemory(&g_Fp, sizeof(g_Fp));
@@ -821,6 +918,11 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath) 
     KeInitializeTimer(&g_Fp.Watchdog);
     KeInitializeDpc(&g_Fp.WatchdogDpc, FpWatchdogDpc, NULL);
     ExInitializeRundownProtection(&g_Fp.Rundown);
+    status = FpReadParameters(RegistryPath);
+    if (!NT_SUCCESS(status)) {
+        FpLog("filepush: bad parameters: 0x%08X\n", status);
+        goto fail;
+    }
 
     status = IoCreateDevice(DriverObject, 0, NULL, FILE_DEVICE_NETWORK, FILE_DEVICE_SECURE_OPEN, FALSE, &g_Fp.Device);
     if (!NT_SUCCESS(status)) goto fail;
@@ -845,12 +947,22 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath) 
         goto fail_wsk;
     }
     DriverObject->DriverUnload = FpUnload;
-    ExAcquireRundownProtectionEx(&g_Fp.Rundown, 2);
-    g_Fp.Running = 2;
+    workers = g_Fp.Role == FpRoleBoth ? 2 : 1;
+    ExAcquireRundownProtectionEx(&g_Fp.Rundown, (ULONG)workers);
+    g_Fp.Running = workers;
+    if (g_Fp.Role == FpRoleClient) {
+        KeSetEvent(&g_Fp.Listening, IO_NO_INCREMENT, FALSE); /* the server is elsewhere */
+        KeSetEvent(&g_Fp.ServerDone, IO_NO_INCREMENT, FALSE);
+    }
+    if (g_Fp.Role == FpRoleServer) KeSetEvent(&g_Fp.ClientDone, IO_NO_INCREMENT, FALSE);
     FpArmWatchdog();
-    IoQueueWorkItem(g_Fp.ServerItem, FpServerWorker, DelayedWorkQueue, NULL);
-    IoQueueWorkItem(g_Fp.ClientItem, FpClientWorker, DelayedWorkQueue, NULL);
-    FpLog("filepush: loaded, pushing %u bytes over interface %u\n", FP_FILE_SIZE, g_Fp.IfIndex);
+    if (g_Fp.Role != FpRoleClient) IoQueueWorkItem(g_Fp.ServerItem, FpServerWorker, DelayedWorkQueue, NULL);
+    if (g_Fp.Role != FpRoleServer) IoQueueWorkItem(g_Fp.ClientItem, FpClientWorker, DelayedWorkQueue, NULL);
+    FpLog("filepush: loaded as %s, %u bytes over interface %u, port %u\n",
+          g_Fp.Role == FpRoleBoth     ? "server and client"
+          : g_Fp.Role == FpRoleServer ? "server"
+                                      : "client",
+          FP_FILE_SIZE, g_Fp.IfIndex, g_Fp.Port);
     return STATUS_SUCCESS;
 
 fail_wsk:
