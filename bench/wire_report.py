@@ -91,6 +91,41 @@ if scale:
           f"set up (one after another); {scale['client_kib_per_connection']:.1f} KiB per connection on the client, "
           f"{scale['server_kib_per_connection']:.1f} KiB on the server (resident memory)")
 
+rounds = sorted(glob.glob(os.path.join(out, "round-*-ndkperf.json")))
+if rounds:
+    def median(values):
+        values = sorted(values)
+        return values[len(values) // 2]
+
+    def each(pattern, read):
+        return [read(path) for path in sorted(glob.glob(os.path.join(out, pattern)))]
+
+    def jsonl(path):
+        with open(path) as f:
+            return json.loads(f.readline())
+
+    ndk_write = each("round-*-ndkperf.json",
+                     lambda p: next(r["gbits"] for r in load(os.path.basename(p))["results"] if r["test"] == "write"))
+    ndk_latency = each("round-*-ndkperf.json", lambda p: load(os.path.basename(p))["latency"][0]["one_way_p50_ns"])
+    iperf_write = each("round-*-iperf3.json",
+                       lambda p: load(os.path.basename(p))["end"]["sum_received"]["bits_per_second"] / 1e9)
+    fabric_write = each("round-*-fi_rma_write_bw.jsonl", lambda p: jsonl(p)["gbits"])
+    raw_latency = each("round-*-tcp_pingpong.json", lambda p: load(os.path.basename(p))["one_way_p50_ns"])
+
+    def spread(values, unit, scale=1.0):
+        return ", ".join(f"{v * scale:.1f}" for v in values) + f" {unit}"
+
+    print()
+    print(f"Medians of {len(rounds)} interleaved rounds (each value: one run of 1 s):")
+    print(f"- 1 MiB write: ndkperf {median(ndk_write):.1f} Gb/s ({spread(ndk_write, 'Gb/s')}), iperf3 "
+          f"{median(iperf_write):.1f} ({spread(iperf_write, 'Gb/s')}), libfabric tcp RMA write "
+          f"{median(fabric_write):.1f} ({spread(fabric_write, 'Gb/s')}): "
+          f"{median(ndk_write) / median(iperf_write):.2f}× iperf3 (target ≥ 0.9×), "
+          f"{median(ndk_write) / median(fabric_write):.2f}× libfabric (target ≥ 1.0×)")
+    print(f"- 64 B one-way: ndkperf {median(ndk_latency) / 1e3:.1f} µs ({spread(ndk_latency, 'µs', 1e-3)}), raw TCP "
+          f"busy-poll {median(raw_latency) / 1e3:.1f} µs ({spread(raw_latency, 'µs', 1e-3)}): "
+          f"{median(ndk_latency) / median(raw_latency):.2f}× (target ≤ 1.5×)")
+
 data = os.path.join(out, "bandwidth.dat")
 with open(data, "w") as f:
     for size in sizes:

@@ -4,7 +4,8 @@
 #     64 B, 1000 connections (set-up time, memory), the CPU of an idle adapter with a connection open;
 #   - iperf3, one stream, the same message sizes (-l);
 #   - libfabric's tcp provider: RMA write bandwidth (bench/fi_rma_write_bw) and fi_pingpong (message ping-pong);
-#   - a raw TCP ping-pong that busy-polls (bench/tcp_pingpong).
+#   - a raw TCP ping-pong that busy-polls (bench/tcp_pingpong);
+#   - the 1 MiB write and 64 B one-way targets again in 5 interleaved rounds (medians).
 # Writes build/release/bench-wire/*.json, then bench/wire_report.py prints the table and draws
 # docs/wire-bandwidth.png. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT]
 set -euo pipefail
@@ -83,5 +84,26 @@ done
 
 echo "== raw TCP busy-poll ping-pong"
 build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/tcp_pingpong.json"
+
+# The headline targets again, in 5 interleaved rounds: on 2 vCPUs each of these lands in a fast or a slow
+# thread placement from run to run, so one sample per tool can compare a fast baseline with a slow ndkperf (or
+# the other way round). The report takes the median of each.
+echo "== 5 interleaved rounds: 1 MiB write (ndkperf, iperf3, libfabric) and 64 B one-way (ndkperf, raw TCP)"
+for round in 1 2 3 4 5; do
+  p=$(port)
+  "$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
+  wait_listening "$out/ndkperf-server.log" listening
+  "$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 1048576 --seconds "$seconds" --window 16 \
+      --latency-sizes 64 --json >"$out/round-$round-ndkperf.json"
+  wait
+  p=$(port)
+  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+  wait_port "$p"
+  iperf3 -c 127.0.0.1 -p "$p" -l 1048576 -t "$seconds" -J >"$out/round-$round-iperf3.json"
+  wait
+  build/release/bench/fi_rma_write_bw --sizes 1048576 --seconds "$seconds" --window 16 \
+      >"$out/round-$round-fi_rma_write_bw.jsonl"
+  build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/round-$round-tcp_pingpong.json"
+done
 
 python3 bench/wire_report.py "$out" docs/wire-bandwidth.png

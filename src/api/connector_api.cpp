@@ -27,8 +27,9 @@ void PostDisconnectEvent(ConnectorObject* connector) {
 
 NTSTATUS CopyConnectionData(const std::vector<uint8_t>& peer_data, PVOID data, ULONG* length) {
     const auto required = static_cast<ULONG>(peer_data.size());
-    if (data != nullptr) std::memcpy(data, peer_data.data(), std::min(*length, required));
-    const bool query = data == nullptr && *length == 0;  // CM-11 (a)
+    const ULONG copied = std::min(*length, required);
+    if (data != nullptr && copied != 0) std::memcpy(data, peer_data.data(), copied);  // none sent: no source at all
+    const bool query = data == nullptr && *length == 0;                               // CM-11 (a)
     const bool fits = *length >= required;
     *length = required;
     return query || fits ? STATUS_SUCCESS : STATUS_BUFFER_TOO_SMALL;

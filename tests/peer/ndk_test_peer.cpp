@@ -67,9 +67,17 @@ VOID OnDisconnect(PVOID) {
 }
 VOID IgnoreCq(PVOID, NTSTATUS) {}
 
+// How the peer answers the incoming connection (--accept, --reject).
+struct Answering {
+    ULONG inbound = 16, outbound = 16;
+    std::string private_data;
+    bool reject = false;
+};
+
 class Peer {
 public:
-    Peer(int control, const SOFTNDK_ADAPTER_CONFIG& config) : control_(control) {
+    Peer(int control, const SOFTNDK_ADAPTER_CONFIG& config, Answering answering)
+        : control_(control), answering_(std::move(answering)) {
         Check(SoftNdkOpenAdapter(&config, &adapter_), "SoftNdkOpenAdapter");
         Waiter pd;
         pd_ = Created(pd, adapter_->Dispatch->NdkCreatePd(adapter_, &Waiter::OnCreate, &pd, &pd_), &pd_, "NdkCreatePd");
@@ -138,9 +146,22 @@ private:
         NDK_CONNECTOR* incoming = g_incoming.exchange(nullptr);
         if (incoming == nullptr) return;
         connector_ = incoming;
+        // CM-11/12: the initiator's private data and limits, read before the accept or reject.
+        incoming_data_.assign(512, 0);
+        ULONG length = static_cast<ULONG>(incoming_data_.size());
+        incoming_status_ = connector_->Dispatch->NdkGetConnectionData(
+            connector_, &incoming_inbound_, &incoming_outbound_, incoming_data_.data(), &length);
+        incoming_data_.resize(NT_SUCCESS(incoming_status_) ? length : 0);
+        const ULONG data_length = static_cast<ULONG>(answering_.private_data.size());
+        void* data = data_length != 0 ? answering_.private_data.data() : nullptr;
+        if (answering_.reject) {
+            rejected_ = connector_->Dispatch->NdkReject(connector_, data, data_length);
+            return;
+        }
         accept_waiter_ = std::make_unique<Waiter>();
-        accept_returned_ = connector_->Dispatch->NdkAccept(connector_, qp_, 16, 16, nullptr, 0, &OnDisconnect, nullptr,
-                                                           &Waiter::OnRequest, accept_waiter_.get());
+        accept_returned_ =
+            connector_->Dispatch->NdkAccept(connector_, qp_, answering_.inbound, answering_.outbound, data, data_length,
+                                            &OnDisconnect, nullptr, &Waiter::OnRequest, accept_waiter_.get());
     }
 
     static Region NewMemory(uint64_t pages) {
@@ -350,6 +371,31 @@ private:
             case Op::kDisconnects:
                 reply.value = g_disconnects.load();
                 break;
+            case Op::kConnectionData:
+                reply.status = connector_ == nullptr ? STATUS_CONNECTION_INVALID : incoming_status_;
+                reply.value = static_cast<uint32_t>(incoming_data_.size());
+                reply.a = incoming_inbound_;
+                reply.b = incoming_outbound_;
+                payload = incoming_data_;
+                break;
+            case Op::kAcceptResult:
+                if (accept_waiter_ == nullptr) {
+                    reply.status = answering_.reject ? rejected_ : STATUS_CONNECTION_INVALID;
+                    break;
+                }
+                reply.status = STATUS_IO_TIMEOUT;
+                for (uint64_t waited = 0; waited <= request.a * 10; ++waited) {
+                    if (accept_returned_ != STATUS_PENDING || accept_waiter_->done) {
+                        reply.status = accept_waiter_->Wait(accept_returned_);
+                        break;
+                    }
+                    usleep(100);
+                }
+                break;
+            case Op::kCloseListener:
+                CloseObject(listener_);
+                listener_ = nullptr;
+                break;
             case Op::kDisconnect: {
                 if (connector_ == nullptr) {
                     reply.status = STATUS_CONNECTION_INVALID;
@@ -383,6 +429,11 @@ private:
     uint32_t port_ = 0;
     std::vector<Region> regions_;
     std::vector<NDK_MW*> windows_;
+    Answering answering_;
+    std::vector<uint8_t> incoming_data_;
+    ULONG incoming_inbound_ = 0, incoming_outbound_ = 0;
+    NTSTATUS incoming_status_ = STATUS_CONNECTION_INVALID;
+    NTSTATUS rejected_ = STATUS_CONNECTION_INVALID;
 };
 
 // --fault FUNCTION:NTH:async|inline (peer_protocol.h).
@@ -409,6 +460,7 @@ int main(int argc, char** argv) {
     SoftNdkInitAdapterConfig(&config);
     config.RandomSeed = 4242;
     std::string fault_function;  // outlives the adapter: the rule points at it
+    Answering answering;
     bool usage = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -429,6 +481,15 @@ int main(int argc, char** argv) {
             config.WireFaults.DropAfterFpdus = std::strtoull(argv[++i], nullptr, 10);
         } else if (arg == "--corrupt-byte") {
             config.WireFaults.CorruptByte = std::strtoull(argv[++i], nullptr, 10);
+        } else if (arg == "--accept") {  // IRD,ORD[,TEXT]
+            char* end = nullptr;
+            answering.inbound = static_cast<ULONG>(std::strtoul(argv[++i], &end, 10));
+            usage |= *end != ',';
+            answering.outbound = static_cast<ULONG>(std::strtoul(end + 1, &end, 10));
+            if (*end == ',') answering.private_data = end + 1;
+        } else if (arg == "--reject") {
+            answering.reject = true;
+            answering.private_data = argv[++i];
         } else {
             usage = true;
         }
@@ -436,12 +497,13 @@ int main(int argc, char** argv) {
     if (control < 0 || usage) {
         std::fprintf(stderr,
                      "usage: ndk_test_peer --control-fd N [--mode 0|1|2] [--fault F:N:async|inline] "
-                     "[--drop-after-fpdus N] [--corrupt-byte N] [--mpa-crc]\n");
+                     "[--drop-after-fpdus N] [--corrupt-byte N] [--mpa-crc] "
+                     "[--accept IRD,ORD[,TEXT]] [--reject TEXT]\n");
         return 2;
     }
     int status;
     {
-        Peer peer(control, config);
+        Peer peer(control, config, answering);
         status = peer.Run();
     }
     return status;

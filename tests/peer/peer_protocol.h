@@ -26,6 +26,10 @@ enum class Op : uint32_t {
                              // value = MW index, a = remote token, b = address
     kInvalidateWindow = 14,  // mr = MW index: NdkInvalidate of the window, waited for
     kCloseConnection = 15,   // close the connector and the QP at once, without NdkDisconnect
+    kConnectionData = 16,    // what NdkGetConnectionData showed on the incoming connector before the accept or
+                             // reject: value = private data length (the bytes follow), a = inbound, b = outbound
+    kAcceptResult = 17,      // a = timeout ms: the NdkAccept's completion status (STATUS_IO_TIMEOUT if none yet)
+    kCloseListener = 18,     // close the listener (CM-23: later connects are refused)
 };
 
 // kRegister's c: register in the peer's second PD (a token the connection's PD does not own).
@@ -47,6 +51,8 @@ struct Reply {
 //   --fault FUNCTION:NTH:async|inline   the NTH call of FUNCTION fails with STATUS_INSUFFICIENT_RESOURCES
 //   --drop-after-fpdus N                 its outbound stream is reset after N FPDUs
 //   --corrupt-byte N --mpa-crc           flip outbound byte N, with CRC32c asked for
+//   --accept IRD,ORD[,TEXT]              NdkAccept with these read limits and private data (default 16,16)
+//   --reject TEXT                        NdkReject the incoming connection with this private data
 
 // First message from the peer, unasked: status, value = the port it listens on (127.0.0.1).
 inline constexpr size_t kMaxPayload = 64 * 1024;

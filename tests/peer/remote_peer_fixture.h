@@ -175,26 +175,30 @@ protected:
                   STATUS_SUCCESS);
         return qp != nullptr ? qp : reinterpret_cast<NDK_QP*>(done.object());
     }
-    void Connect() {
+    // NdkConnect to the peer with these read limits and private data, waited for; NdkCompleteConnect is left.
+    NTSTATUS ConnectOnly(ULONG inbound, ULONG outbound, const void* data = nullptr, ULONG length = 0) {
         Completion created;
         NDK_CONNECTOR* connector = nullptr;
-        ASSERT_EQ(
+        EXPECT_EQ(
             created.Wait(adapter_->Dispatch->NdkCreateConnector(adapter_, &Completion::OnCreate, &created, &connector)),
             STATUS_SUCCESS);
         connector_ = connector != nullptr ? connector : reinterpret_cast<NDK_CONNECTOR*>(created.object());
         SOCKADDR_IN source = Loopback(0);
         SOCKADDR_IN destination = Loopback(port_);
         Completion connected;
-        ASSERT_EQ(connected.Wait(connector_->Dispatch->NdkConnect(
-                      connector_, qp_, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
-                      reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), 16, 16, nullptr, 0,
-                      &Completion::OnRequest, &connected)),
-                  STATUS_SUCCESS)
-            << SoftNdkGetLastErrorText();
+        return connected.Wait(connector_->Dispatch->NdkConnect(
+            connector_, qp_, reinterpret_cast<PSOCKADDR>(&source), sizeof(source),
+            reinterpret_cast<PSOCKADDR>(&destination), sizeof(destination), inbound, outbound, const_cast<void*>(data),
+            length, &Completion::OnRequest, &connected));
+    }
+    NTSTATUS CompleteConnect() {
         Completion completed;
-        ASSERT_EQ(completed.Wait(connector_->Dispatch->NdkCompleteConnect(
-                      connector_, &DisconnectEvents::OnDisconnect, &disconnects_, &Completion::OnRequest, &completed)),
-                  STATUS_SUCCESS);
+        return completed.Wait(connector_->Dispatch->NdkCompleteConnect(
+            connector_, &DisconnectEvents::OnDisconnect, &disconnects_, &Completion::OnRequest, &completed));
+    }
+    void Connect() {
+        ASSERT_EQ(ConnectOnly(16, 16), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
+        ASSERT_EQ(CompleteConnect(), STATUS_SUCCESS);
     }
     NDK_SGE LocalSge(size_t offset, ULONG length) {
         NDK_SGE sge{};
