@@ -3,7 +3,8 @@
  * port). Each iteration: the client sends a ping; the server fast-registers its buffer and sends back the token;
  * the client RDMA-writes a pattern there, reads it back, and both sides verify it; the client's
  * send-and-invalidate retires the token. Prints a line per iteration and a summary.
- * Usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size] [--pend|--random] */
+ * Usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size] [--pend|--random]
+ *        ndkping --rping -s|-c [rping's flags]   (rping's own protocol, for Linux siw and iWARP NICs) */
 #include <arpa/inet.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -11,6 +12,7 @@
 
 #include "ndk_route.h"
 #include "ndk_wait.h"
+#include "ndkping_rping.h"
 
 #define MAX_SIZE (64 * 1024)
 #define PAGES (MAX_SIZE / PAGE_SIZE)
@@ -142,6 +144,8 @@ static int parse_address(const char* text, SOCKADDR_INET* address) {
 }
 
 int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        if (strcmp(argv[i], "--rping") == 0) return ndkping_rping_main(argc, argv);
     int count = 5;
     ULONG size = 4096;
     const char* address_text = "127.0.0.1";

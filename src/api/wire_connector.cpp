@@ -184,6 +184,10 @@ transport::TcpOptions WireOptions(const AdapterObject& adapter) {
     options.request_crc = adapter.mpa_crc;
     options.faults = adapter.wire_faults;
     options.trace = adapter.trace;
+    engine::CompletionExecutor* executor = adapter.executor.get();
+    options.after = [executor](std::chrono::milliseconds delay, std::function<void()> job) {
+        executor->PostAfter(delay, std::move(job));
+    };
     return options;
 }
 

@@ -410,6 +410,33 @@ void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord)
     std::vector<Finished> finished;
     Enqueue(std::move(rtr), &finished);
     RunFinished(&finished);
+    ScheduleKicks(0);
+}
+
+void TcpConnection::ScheduleKicks(int round) {
+    static constexpr int kDelaysMs[] = {10, 30, 120, 480};  // the kicks at 10, 40, 160 and 640 ms
+    if (!options_.after || round >= static_cast<int>(std::size(kDelaysMs))) return;
+    std::weak_ptr<TcpConnection> weak = weak_from_this();
+    options_.after(std::chrono::milliseconds(kDelaysMs[round]), [weak, round] {
+        std::shared_ptr<TcpConnection> self = weak.lock();
+        if (!self || self->closed_.load() || self->heard_.load()) return;
+        self->progress_->Post(self->lane_, [self] { self->KickIfSilent(); });
+        self->ScheduleKicks(round + 1);  // from the executor's own job: the executor is alive
+    });
+}
+
+void TcpConnection::KickIfSilent() {
+    if (phase_ != Phase::kRdma || closed_.load() || heard_.load()) return;
+    {
+        std::lock_guard lock(send_mutex_);
+        if (fin_pending_ || close_after_send_ || dropping_) return;
+    }
+    auto kick = std::make_unique<OutMessage>();
+    kick->opcode = wire::RdmapOpcode::kWrite;
+    kick->stag = 1;
+    std::vector<Finished> finished;
+    Enqueue(std::move(kick), &finished);
+    RunFinished(&finished);
 }
 
 void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr) {

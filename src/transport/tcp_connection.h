@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,9 @@ struct TcpOptions {
     bool request_crc = false;          // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
     WireFaults faults;                 // issue 7 §5 wire fault injection
     std::shared_ptr<WireTrace> trace;  // issue 7 §6: null unless SOFTNDK_TRACE / Config.TracePath
+    // Runs `job` after `delay` on another thread (the adapter's executor); unset: no delayed work. The job must
+    // not outlive what it captures: it holds weak references only.
+    std::function<void(std::chrono::milliseconds delay, std::function<void()> job)> after;
 };
 
 class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
@@ -100,6 +104,12 @@ public:
     // without P2P, a zero-length Write, siw-facts §3.4) goes first, so the first FPDU never races the
     // responder's set-up.
     void Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord);
+    // The initiator's kicks (siw-facts §3.4): while nothing has come from the peer since the connection was
+    // established, a zero-length Write (STag 1, TO 0, as the RTR) at 10, 40, 160 and 640 ms. A responder
+    // that sent its Reply before it could read leaves our first FPDUs unread until more bytes arrive (Linux siw
+    // does); to any other peer a zero-length Write is a no-op (RFC 5040: it names no memory).
+    void ScheduleKicks(int round);
+    void KickIfSilent();
     // Graceful close: a FIN once everything queued is out. kPeerClosed reports the peer's FIN.
     void Disconnect();
     // Stops at once: outstanding requests are flushed, the socket is closed (no event follows). The QP is not
@@ -207,6 +217,7 @@ private:
     Phase phase_;  // the lane's
     std::atomic<bool> closed_{false};
     std::atomic<bool> peer_fin_{false};
+    std::atomic<bool> heard_{false};         // a byte of the FPDU stream came from the peer
     std::atomic<uint32_t> end_cause_{0};     // the Shutdown's provider error, set before closed_
     std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
 

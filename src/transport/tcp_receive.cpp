@@ -117,6 +117,7 @@ void TcpConnection::ReadFpdusBatch() {
             Emit(Event::kPeerClosed);
             return;
         }
+        heard_.store(true, std::memory_order_relaxed);  // no more kicks (ScheduleKicks)
         size_t n = static_cast<size_t>(got);
         if (rx.step == Rx::Step::kHead) {
             const size_t take = std::min(n, rx.head_need - rx.head_have);

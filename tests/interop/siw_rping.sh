@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Issue 8 §1: rping between softndk (`ndkping --rping`) and Linux soft-iWARP (siw) in a siw-vm guest, both ways:
+#   siw as server: `rping -s` in the guest, `ndkping --rping -c` on the host (through siw-vm --forward);
+#   siw as client: `ndkping --rping -s` on the host, `rping -c` in the guest (through siw-vm --reverse).
+# Sizes from rping's minimum (26) to 65535, hundreds of iterations, every one verified (-V) on the rping side and
+# on ours. Each softndk side writes a pcap (SOFTNDK_TRACE) and a tshark summary into OUTDIR.
+# Exits 77 (skip) with one line saying why when no guest can be booted; TCG is enough, KVM is not needed.
+# Usage: siw_rping.sh NDKPING OUTDIR [SIWVM]
+set -u
+ndkping="$1" out="$2"
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+siwvm="${3:-${SIWVM:-$here/../shared/interop/siw-vm}}"
+if [ ! -f "$siwvm" ]; then
+  echo "SKIP siw interop: no siw-vm harness at $siwvm (set SIWVM)"
+  exit 77
+fi
+mkdir -p "$out"
+rm -f "$out"/rping-*
+vm() { bash "$siwvm" "$@"; }
+if ! vm prepare >"$out/siw-vm-prepare.log" 2>&1; then
+  echo "SKIP siw interop: siw-vm prepare failed ($(tail -1 "$out/siw-vm-prepare.log"))"
+  exit 77
+fi
+name="ndk-rping-$$"
+cases="26:200 64:200 1000:100 4096:100 65535:50"
+# A port pair per case: a guest rping killed after a failure can leave its listener behind for a while.
+base=$((30000 + RANDOM % 10000))
+ports=()
+for i in 0 1 2 3 4; do ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+if ! vm start --name "$name" "${ports[@]}" >"$out/siw-vm-start.log" 2>&1; then
+  echo "SKIP siw interop: the siw guest did not boot ($(tail -1 "$out/siw-vm-start.log"))"
+  exit 77
+fi
+trap 'vm stop --name "$name" >/dev/null 2>&1' EXIT
+echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/siw-vm-start.log" | head -1)"
+vm exec --name "$name" -- sh -c 'uname -r; rping -h 2>&1 | head -1' >"$out/siw-guest-versions.txt" 2>&1
+failed=0
+summary() {  # the opcodes tshark decodes in a capture, for reading a failure without re-running
+  tshark -r "$1" -O iwarp_mpa,iwarp_ddp_rdmap >"${1%.pcap}.txt" 2>&1
+  tshark -r "$1" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' | grep . | sort | uniq -c |
+    awk '{printf "%s opcode %s; ", $1, $2}'
+}
+
+index=0
+for c in $cases; do
+  size=${c%%:*} count=${c##*:}
+  forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
+  index=$((index + 1))
+  # ---- siw is the server ----
+  vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
+  vm exec --name "$name" --bg -- sh -c "timeout 120 rping -s -a 0.0.0.0 -p $forward -C $count -S 65535 -V \
+      >/tmp/rping-server.log 2>&1; echo rping-exit=\$? >>/tmp/rping-server.log" >/dev/null 2>&1
+  vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+  pcap="$out/rping-siw-server-$size.pcap"
+  SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -c -a 127.0.0.1 -p "$forward" -C "$count" -S "$size" -V \
+      >"$out/rping-siw-server-$size.log" 2>&1
+  ours=$?
+  sleep 0.5
+  theirs=$(vm exec --name "$name" -- sh -c 'cat /tmp/rping-server.log' 2>/dev/null | grep -o 'rping-exit=[0-9]*')
+  if [ "$ours" -eq 0 ] && grep -q "client done, $count iterations verified" "$out/rping-siw-server-$size.log" &&
+     [ "$theirs" = "rping-exit=0" ]; then
+    echo "ok   siw rping -s  <- ndkping --rping -c: $count x $size B verified ($(summary "$pcap"))"
+  else
+    echo "FAIL siw rping -s  <- ndkping --rping -c: $size B (ndkping exit $ours, siw ${theirs:-still running})"
+    tail -3 "$out/rping-siw-server-$size.log"
+    failed=1
+  fi
+  # ---- siw is the client ----
+  vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
+  pcap="$out/rping-siw-client-$size.pcap"
+  SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -s -a 127.0.0.1 -p "$reverse" -C "$count" -S 65535 \
+      >"$out/rping-siw-client-$size.log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q listening "$out/rping-siw-client-$size.log" && break; sleep 0.05; done
+  theirs=$(vm exec --name "$name" -- sh -c "timeout 120 rping -c -a \$SIWVM_HOST -p $reverse -C $count -S $size -V \
+      >/tmp/rping-client.log 2>&1; echo rping-exit=\$?" 2>/dev/null | grep -o 'rping-exit=[0-9]*')
+  wait "$server"
+  ours=$?
+  if [ "$ours" -eq 0 ] && grep -q "server done, $count iterations" "$out/rping-siw-client-$size.log" &&
+     [ "$theirs" = "rping-exit=0" ]; then
+    echo "ok   siw rping -c  -> ndkping --rping -s: $count x $size B verified ($(summary "$pcap"))"
+  else
+    echo "FAIL siw rping -c  -> ndkping --rping -s: $size B (ndkping exit $ours, siw ${theirs:-none})"
+    tail -3 "$out/rping-siw-client-$size.log"
+    vm exec --name "$name" -- sh -c 'tail -3 /tmp/rping-client.log' 2>/dev/null
+    failed=1
+  fi
+done
+vm exec --name "$name" -- dmesg >"$out/siw-dmesg.txt" 2>&1
+exit $failed
