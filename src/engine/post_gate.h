@@ -17,11 +17,17 @@ public:
     using IdleAction = std::function<void()>;
 
     // False when the gate is closed; then the caller must not touch what the gate protects (and must not Leave).
+    // A refused Enter leaves the word alone: if it added and took back a post, its take-back could see
+    // {one post, closed} while the real last post, between its own fetch_sub and RunIdle, is about to run the
+    // idle actions too; two RunIdle would race, and one would touch the gate after the other's action freed it
+    // (ASan, QP_07_08_CloseUnderHandedOverTraffic, about 1 run in 100).
     bool Enter() {
-        const uint32_t before = word_.fetch_add(kPost, std::memory_order_acq_rel);
-        if ((before & kClosed) == 0) return true;
-        Leave();
-        return false;
+        uint32_t word = word_.load(std::memory_order_relaxed);
+        do {
+            if ((word & kClosed) != 0) return false;
+        } while (
+            !word_.compare_exchange_weak(word, word + kPost, std::memory_order_acq_rel, std::memory_order_relaxed));
+        return true;
     }
     void Leave() {
         const uint32_t before = word_.fetch_sub(kPost, std::memory_order_acq_rel);
@@ -54,7 +60,7 @@ private:
         std::vector<IdleAction> actions;
         {
             std::lock_guard lock(mutex_);
-            if (idle_) return;  // a refused Enter after the gate went idle
+            if (idle_) return;  // defensive: only the last post out of a closed gate gets here
             idle_ = true;
             actions.swap(actions_);
         }

@@ -12,6 +12,7 @@ namespace {
 
 class RemoteLifetimeTest : public RemotePeerTest {
 protected:
+    static constexpr uint32_t kRefusedUnknown = engine::TerminateProviderError(1, 1, 0x00);
     // Waits for `count` completions; each must be one of `allowed`. Returns how many succeeded.
     int CompleteAll(int count, std::initializer_list<NTSTATUS> allowed) {
         int succeeded = 0;
@@ -33,6 +34,15 @@ protected:
             NDK_SGE sink = LocalSge(static_cast<size_t>(i % 2) * PAGE_SIZE, length);
             ASSERT_EQ(qp_->Dispatch->NdkRead(qp_, nullptr, &sink, 1, region.address, region.token, 0), STATUS_SUCCESS);
         }
+    }
+    // The first Read's response is corrupted on the peer's wire (CRC on): the Read is flushed with the LLP CRC
+    // cause, nothing is read, and both sides hear of the end once.
+    void ExpectFirstReadEndsWithACrcError() {
+        const PeerRegion region = PeerRegister(kPages, kRemoteAll);
+        ASSERT_EQ(Call(Op::kFill, region.index, 0x11).status, STATUS_SUCCESS);
+        ExpectReadRefused(region.token, region.address, 256, STATUS_CANCELLED,
+                          engine::TerminateProviderError(2, 0, 0x02));
+        ExpectLaterRequestsFlushed();
     }
     // After the connection ended: a new request is flushed, or refused at the post.
     void ExpectLaterRequestsFlushed() {
@@ -78,18 +88,7 @@ TEST_P(RemoteLifetimeTest, MR_19_PeerDeregisteringUnderAStreamOfWritesIsSafe) {
     EXPECT_EQ(Answer().status, STATUS_SUCCESS) << "the deregistration completes under traffic";
     CompleteAll(posted % 8, {STATUS_CANCELLED});
     // Whatever the race gave, a Write through the old token now is refused.
-    if (disconnects_.count == 0) {
-        NDK_SGE out = LocalSge(0, 64);
-        ASSERT_EQ(qp_->Dispatch->NdkWrite(qp_, nullptr, &out, 1, region.address, region.token, 0), STATUS_SUCCESS);
-        NDK_SGE probe = LocalSge(PAGE_SIZE, 1);
-        ASSERT_EQ(qp_->Dispatch->NdkRead(qp_, nullptr, &probe, 1, region.address, region.token, 0), STATUS_SUCCESS);
-        const NDK_RESULT_EX write = Next();
-        EXPECT_TRUE(write.Status == STATUS_SUCCESS || write.Status == STATUS_CANCELLED) << std::hex << write.Status;
-        const NDK_RESULT_EX read = Next();
-        EXPECT_EQ(read.Status, STATUS_CANCELLED);
-        EXPECT_EQ(read.ProviderErrorCode, engine::TerminateProviderError(1, 1, 0x00))
-            << std::hex << read.ProviderErrorCode;
-    }
+    if (disconnects_.count == 0) ExpectWriteRefused(region, region.token, region.address, kRefusedUnknown);
     EXPECT_TRUE(WaitFor([&] { return disconnects_.count == 1 && PeerDisconnects() == 1; }));
 }
 
@@ -177,16 +176,7 @@ protected:
 SOFTNDK_ALL_MODES(PeerCorruptsAByteTest);
 
 TEST_P(PeerCorruptsAByteTest, CM_25_ACorruptedReadResponseFailsItsCrcAndEndsTheConnection) {
-    const PeerRegion region = PeerRegister(kPages, kRemoteAll);
-    ASSERT_EQ(Call(Op::kFill, region.index, 0x11).status, STATUS_SUCCESS);
-    std::memset(buffer_->data(), 0, 256);
-    NDK_SGE sink = LocalSge(0, 256);
-    ASSERT_EQ(qp_->Dispatch->NdkRead(qp_, nullptr, &sink, 1, region.address, region.token, 0), STATUS_SUCCESS);
-    const NDK_RESULT_EX read = Next();
-    EXPECT_EQ(read.Status, STATUS_CANCELLED) << std::hex << read.Status;
-    EXPECT_EQ(read.ProviderErrorCode, engine::TerminateProviderError(2, 0, 0x02)) << "LLP: MPA CRC error";
-    EXPECT_TRUE(WaitFor([&] { return disconnects_.count == 1 && PeerDisconnects() == 1; }));
-    ExpectLaterRequestsFlushed();
+    ExpectFirstReadEndsWithACrcError();
 }
 
 // Byte 40 is in the tagged offset of the peer's first Read Response: with CRC on, the CRC decides before the
@@ -198,13 +188,7 @@ protected:
 SOFTNDK_ALL_MODES(PeerCorruptsAHeaderByteTest);
 
 TEST_P(PeerCorruptsAHeaderByteTest, CM_25_ACorruptedHeaderUnderCrcIsACrcError) {
-    const PeerRegion region = PeerRegister(kPages, kRemoteAll);
-    NDK_SGE sink = LocalSge(0, 256);
-    ASSERT_EQ(qp_->Dispatch->NdkRead(qp_, nullptr, &sink, 1, region.address, region.token, 0), STATUS_SUCCESS);
-    const NDK_RESULT_EX read = Next();
-    EXPECT_EQ(read.Status, STATUS_CANCELLED) << std::hex << read.Status;
-    EXPECT_EQ(read.ProviderErrorCode, engine::TerminateProviderError(2, 0, 0x02)) << "LLP: MPA CRC error";
-    EXPECT_TRUE(WaitFor([&] { return disconnects_.count == 1 && PeerDisconnects() == 1; }));
+    ExpectFirstReadEndsWithACrcError();
 }
 
 }  // namespace
