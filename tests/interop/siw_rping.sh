@@ -22,11 +22,13 @@ if ! vm prepare >"$out/siw-vm-prepare.log" 2>&1; then
   exit 77
 fi
 name="ndk-rping-$$"
-cases="26:200 64:200 1000:100 4096:100 65535:50"
+# size:iterations[:crc] — crc: softndk asks for CRC32c (SOFTNDK_MPA_CRC=1); siw follows the C bit either way (it
+# never asks itself, siw-facts §3.5), so CRC is on in both directions of that case.
+cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc"
 # A port pair per case: a guest rping killed after a failure can leave its listener behind for a while.
 base=$((30000 + RANDOM % 10000))
 ports=()
-for i in 0 1 2 3 4; do ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+for i in 0 1 2 3 4 5; do ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 if ! vm start --name "$name" "${ports[@]}" >"$out/siw-vm-start.log" 2>&1; then
   echo "SKIP siw interop: the siw guest did not boot ($(tail -1 "$out/siw-vm-start.log"))"
   exit 77
@@ -35,15 +37,24 @@ trap 'vm stop --name "$name" >/dev/null 2>&1' EXIT
 echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/siw-vm-start.log" | head -1)"
 vm exec --name "$name" -- sh -c 'uname -r; rping -h 2>&1 | head -1' >"$out/siw-guest-versions.txt" 2>&1
 failed=0
-summary() {  # the opcodes tshark decodes in a capture, for reading a failure without re-running
+summary() {  # the opcodes tshark decodes in a capture, and its CRC verdicts, for reading without re-running
   tshark -r "$1" -O iwarp_mpa,iwarp_ddp_rdmap >"${1%.pcap}.txt" 2>&1
   tshark -r "$1" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' | grep . | sort | uniq -c |
     awk '{printf "%s opcode %s; ", $1, $2}'
+  local good bad
+  good=$(grep -c "Good CRC32" "${1%.pcap}.txt") bad=$(grep -c "Bad CRC32" "${1%.pcap}.txt")
+  if [ "$good" -gt 0 ] || [ "$bad" -gt 0 ]; then printf "%s good CRC32, %s bad" "$good" "$bad"; fi
+}
+# With CRC on, tshark must find good CRCs and no bad one in the capture.
+crc_holds() {
+  [ "${crc:-}" != crc ] && return 0
+  grep -q "Good CRC32" "${1%.pcap}.txt" && ! grep -q "Bad CRC32" "${1%.pcap}.txt"
 }
 
 index=0
 for c in $cases; do
-  size=${c%%:*} count=${c##*:}
+  IFS=: read -r size count crc <<<"$c"
+  if [ "${crc:-}" = crc ]; then export SOFTNDK_MPA_CRC=1; label="$size B, CRC on"; else unset SOFTNDK_MPA_CRC; label="$size B"; fi
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
@@ -51,37 +62,39 @@ for c in $cases; do
   vm exec --name "$name" --bg -- sh -c "timeout 120 rping -s -a 0.0.0.0 -p $forward -C $count -S 65535 -V \
       >/tmp/rping-server.log 2>&1; echo rping-exit=\$? >>/tmp/rping-server.log" >/dev/null 2>&1
   vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-  pcap="$out/rping-siw-server-$size.pcap"
+  pcap="$out/rping-siw-server-$size${crc:+-crc}.pcap"
+  log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -c -a 127.0.0.1 -p "$forward" -C "$count" -S "$size" -V \
-      >"$out/rping-siw-server-$size.log" 2>&1
+      >"$log" 2>&1
   ours=$?
   sleep 0.5
   theirs=$(vm exec --name "$name" -- sh -c 'cat /tmp/rping-server.log' 2>/dev/null | grep -o 'rping-exit=[0-9]*')
-  if [ "$ours" -eq 0 ] && grep -q "client done, $count iterations verified" "$out/rping-siw-server-$size.log" &&
-     [ "$theirs" = "rping-exit=0" ]; then
-    echo "ok   siw rping -s  <- ndkping --rping -c: $count x $size B verified ($(summary "$pcap"))"
+  if [ "$ours" -eq 0 ] && grep -q "client done, $count iterations verified" "$log" &&
+     [ "$theirs" = "rping-exit=0" ] && info=$(summary "$pcap") && crc_holds "$pcap"; then
+    echo "ok   siw rping -s  <- ndkping --rping -c: $count x $label verified ($info)"
   else
-    echo "FAIL siw rping -s  <- ndkping --rping -c: $size B (ndkping exit $ours, siw ${theirs:-still running})"
-    tail -3 "$out/rping-siw-server-$size.log"
+    echo "FAIL siw rping -s  <- ndkping --rping -c: $label (ndkping exit $ours, siw ${theirs:-still running})"
+    tail -3 "$log"
     failed=1
   fi
   # ---- siw is the client ----
   vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
-  pcap="$out/rping-siw-client-$size.pcap"
+  pcap="$out/rping-siw-client-$size${crc:+-crc}.pcap"
+  log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -s -a 127.0.0.1 -p "$reverse" -C "$count" -S 65535 \
-      >"$out/rping-siw-client-$size.log" 2>&1 &
+      >"$log" 2>&1 &
   server=$!
-  for _ in $(seq 100); do grep -q listening "$out/rping-siw-client-$size.log" && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q listening "$log" && break; sleep 0.05; done
   theirs=$(vm exec --name "$name" -- sh -c "timeout 120 rping -c -a \$SIWVM_HOST -p $reverse -C $count -S $size -V \
       >/tmp/rping-client.log 2>&1; echo rping-exit=\$?" 2>/dev/null | grep -o 'rping-exit=[0-9]*')
   wait "$server"
   ours=$?
-  if [ "$ours" -eq 0 ] && grep -q "server done, $count iterations" "$out/rping-siw-client-$size.log" &&
-     [ "$theirs" = "rping-exit=0" ]; then
-    echo "ok   siw rping -c  -> ndkping --rping -s: $count x $size B verified ($(summary "$pcap"))"
+  if [ "$ours" -eq 0 ] && grep -q "server done, $count iterations" "$log" &&
+     [ "$theirs" = "rping-exit=0" ] && info=$(summary "$pcap") && crc_holds "$pcap"; then
+    echo "ok   siw rping -c  -> ndkping --rping -s: $count x $label verified ($info)"
   else
-    echo "FAIL siw rping -c  -> ndkping --rping -s: $size B (ndkping exit $ours, siw ${theirs:-none})"
-    tail -3 "$out/rping-siw-client-$size.log"
+    echo "FAIL siw rping -c  -> ndkping --rping -s: $label (ndkping exit $ours, siw ${theirs:-none})"
+    tail -3 "$log"
     vm exec --name "$name" -- sh -c 'tail -3 /tmp/rping-client.log' 2>/dev/null
     failed=1
   fi
