@@ -51,6 +51,13 @@ static inline void ndk_check(NTSTATUS status, const char* what) {
     }
 }
 
+/* The created object: stored through `slot` when the call completed inline, else given to the completion. */
+static inline void* ndk_created(ndk_wait_t* wait, NTSTATUS returned, void* slot, const char* what) {
+    ndk_check(ndk_wait(wait, returned), what);
+    void* inline_object = *(void**)slot;
+    return inline_object != NULL ? inline_object : (void*)wait->object;
+}
+
 static inline ULONG ndk_parse_mode(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--pend") == 0) return SOFTNDK_COMPLETION_PEND;

@@ -55,13 +55,6 @@ static void on_cq(PVOID context, NTSTATUS status) {
     (void)status;
 }
 
-/* The created object: stored through `slot` when the call completed inline, else given to the completion. */
-static void* created(ndk_wait_t* wait, NTSTATUS returned, void* slot, const char* what) {
-    ndk_check(ndk_wait(wait, returned), what);
-    void* inline_object = *(void**)slot;
-    return inline_object != NULL ? inline_object : (void*)wait->object;
-}
-
 static NDK_RESULT_EX poll_one(side_t* side) {
     NDK_RESULT_EX result;
     while (side->cq->Dispatch->NdkGetCqResultsEx(side->cq, &result, 1) == 0) {
@@ -81,8 +74,8 @@ static int poll_or_disconnect(side_t* side, NDK_RESULT_EX* result) {
 static NDK_MR* register_buffer(side_t* side, void* buffer, size_t bytes, PMDL* mdl_out) {
     ndk_wait_t wait = {0};
     NDK_MR* mr = NULL;
-    mr = created(&wait, side->pd->Dispatch->NdkCreateMr(side->pd, FALSE, ndk_wait_on_create, &wait, &mr), &mr,
-                 "NdkCreateMr");
+    mr = ndk_created(&wait, side->pd->Dispatch->NdkCreateMr(side->pd, FALSE, ndk_wait_on_create, &wait, &mr), &mr,
+                     "NdkCreateMr");
     PMDL mdl = IoAllocateMdl(buffer, (ULONG)bytes, FALSE, FALSE, NULL);
     MmBuildMdlForNonPagedPool(mdl);
     memset(&wait, 0, sizeof(wait));
@@ -99,18 +92,19 @@ static void open_side(side_t* side, ULONG mode) {
     config.CompletionMode = mode;
     ndk_check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
     ndk_wait_t wait = {0};
-    side->pd = created(&wait, side->adapter->Dispatch->NdkCreatePd(side->adapter, ndk_wait_on_create, &wait, &side->pd),
-                       &side->pd, "NdkCreatePd");
+    side->pd =
+        ndk_created(&wait, side->adapter->Dispatch->NdkCreatePd(side->adapter, ndk_wait_on_create, &wait, &side->pd),
+                    &side->pd, "NdkCreatePd");
     memset(&wait, 0, sizeof(wait));
-    side->cq = created(&wait,
-                       side->adapter->Dispatch->NdkCreateCq(side->adapter, 64, on_cq, NULL, NULL, ndk_wait_on_create,
-                                                            &wait, &side->cq),
-                       &side->cq, "NdkCreateCq");
+    side->cq = ndk_created(&wait,
+                           side->adapter->Dispatch->NdkCreateCq(side->adapter, 64, on_cq, NULL, NULL,
+                                                                ndk_wait_on_create, &wait, &side->cq),
+                           &side->cq, "NdkCreateCq");
     memset(&wait, 0, sizeof(wait));
-    side->qp = created(&wait,
-                       side->pd->Dispatch->NdkCreateQp(side->pd, side->cq, side->cq, side, 16, 16, 2, 2, 0,
-                                                       ndk_wait_on_create, &wait, &side->qp),
-                       &side->qp, "NdkCreateQp");
+    side->qp = ndk_created(&wait,
+                           side->pd->Dispatch->NdkCreateQp(side->pd, side->cq, side->cq, side, 16, 16, 2, 2, 0,
+                                                           ndk_wait_on_create, &wait, &side->qp),
+                           &side->qp, "NdkCreateQp");
     side->data = ExAllocatePool2(POOL_FLAG_NON_PAGED, 2 * MAX_SIZE, 0);
     side->control = ExAllocatePool2(POOL_FLAG_NON_PAGED, PAGE_SIZE, 0);
     side->data_mr = register_buffer(side, side->data, 2 * MAX_SIZE, &side->data_mdl);
@@ -194,10 +188,10 @@ int main(int argc, char** argv) {
     SOCKADDR_INET bound = address;
     ULONG bound_length = (ULONG)address_length;
     if (serve) { /* listen; the connect event hands over the passive connector */
-        listener = created(&wait,
-                           server.adapter->Dispatch->NdkCreateListener(server.adapter, on_connect, NULL,
-                                                                       ndk_wait_on_create, &wait, &listener),
-                           &listener, "NdkCreateListener");
+        listener = ndk_created(&wait,
+                               server.adapter->Dispatch->NdkCreateListener(server.adapter, on_connect, NULL,
+                                                                           ndk_wait_on_create, &wait, &listener),
+                               &listener, "NdkCreateListener");
         memset(&wait, 0, sizeof(wait));
         ndk_check(ndk_wait(&wait, listener->Dispatch->NdkListen(listener, (PSOCKADDR)&address, (ULONG)address_length,
                                                                 ndk_wait_on_request, &wait)),
@@ -222,7 +216,7 @@ int main(int argc, char** argv) {
     NTSTATUS connect_returned = STATUS_SUCCESS;
     if (ping) {
         memset(&wait, 0, sizeof(wait));
-        client.connector = created(
+        client.connector = ndk_created(
             &wait,
             client.adapter->Dispatch->NdkCreateConnector(client.adapter, ndk_wait_on_create, &wait, &client.connector),
             &client.connector, "NdkCreateConnector");
@@ -275,8 +269,8 @@ int main(int argc, char** argv) {
                                                                   ndk_wait_on_request, &wait, lam, &lam_size, &fbo)),
             "NdkBuildLAM");
         memset(&wait, 0, sizeof(wait));
-        fast = created(&wait, server.pd->Dispatch->NdkCreateMr(server.pd, TRUE, ndk_wait_on_create, &wait, &fast),
-                       &fast, "NdkCreateMr");
+        fast = ndk_created(&wait, server.pd->Dispatch->NdkCreateMr(server.pd, TRUE, ndk_wait_on_create, &wait, &fast),
+                           &fast, "NdkCreateMr");
         memset(&wait, 0, sizeof(wait));
         ndk_check(
             ndk_wait(&wait, fast->Dispatch->NdkInitializeFastRegisterMr(fast, PAGES, TRUE, ndk_wait_on_request, &wait)),

@@ -60,26 +60,20 @@ static void rping_on_cq(PVOID context, NTSTATUS status) {
     (void)status;
 }
 
-static void* rping_created(ndk_wait_t* wait, NTSTATUS returned, void* slot, const char* what) {
-    ndk_check(ndk_wait(wait, returned), what);
-    void* inline_object = *(void**)slot;
-    return inline_object != NULL ? inline_object : (void*)wait->object;
-}
-
 static void rping_open(rping_t* r, ULONG size) {
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
     ndk_check(SoftNdkOpenAdapter(&config, &r->adapter), "SoftNdkOpenAdapter");
     ndk_wait_t wait = {0};
-    r->pd = rping_created(&wait, r->adapter->Dispatch->NdkCreatePd(r->adapter, ndk_wait_on_create, &wait, &r->pd),
-                          &r->pd, "NdkCreatePd");
+    r->pd = ndk_created(&wait, r->adapter->Dispatch->NdkCreatePd(r->adapter, ndk_wait_on_create, &wait, &r->pd), &r->pd,
+                        "NdkCreatePd");
     memset(&wait, 0, sizeof(wait));
-    r->cq = rping_created(
+    r->cq = ndk_created(
         &wait,
         r->adapter->Dispatch->NdkCreateCq(r->adapter, 16, rping_on_cq, NULL, NULL, ndk_wait_on_create, &wait, &r->cq),
         &r->cq, "NdkCreateCq");
     memset(&wait, 0, sizeof(wait));
-    r->qp = rping_created(
+    r->qp = ndk_created(
         &wait, r->pd->Dispatch->NdkCreateQp(r->pd, r->cq, r->cq, r, 2, 4, 1, 1, 0, ndk_wait_on_create, &wait, &r->qp),
         &r->qp, "NdkCreateQp");
     const size_t buffer = (size + PAGE_SIZE - 1) / PAGE_SIZE * PAGE_SIZE;
@@ -91,8 +85,8 @@ static void rping_open(rping_t* r, ULONG size) {
     r->start_buf = r->memory + 2 * PAGE_SIZE;
     r->rdma_buf = r->start_buf + buffer;
     memset(&wait, 0, sizeof(wait));
-    r->mr = rping_created(&wait, r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_wait_on_create, &wait, &r->mr), &r->mr,
-                          "NdkCreateMr");
+    r->mr = ndk_created(&wait, r->pd->Dispatch->NdkCreateMr(r->pd, FALSE, ndk_wait_on_create, &wait, &r->mr), &r->mr,
+                        "NdkCreateMr");
     r->mdl = IoAllocateMdl(r->memory, (ULONG)r->bytes, FALSE, FALSE, NULL);
     MmBuildMdlForNonPagedPool(r->mdl);
     memset(&wait, 0, sizeof(wait));
@@ -199,10 +193,10 @@ static void rping_send_info(rping_t* r, const void* buffer, ULONG size) {
 
 static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, int count, ULONG size, int verbose) {
     ndk_wait_t wait = {0};
-    r->listener = rping_created(&wait,
-                                r->adapter->Dispatch->NdkCreateListener(r->adapter, rping_on_connect, NULL,
-                                                                        ndk_wait_on_create, &wait, &r->listener),
-                                &r->listener, "NdkCreateListener");
+    r->listener = ndk_created(&wait,
+                              r->adapter->Dispatch->NdkCreateListener(r->adapter, rping_on_connect, NULL,
+                                                                      ndk_wait_on_create, &wait, &r->listener),
+                              &r->listener, "NdkCreateListener");
     memset(&wait, 0, sizeof(wait));
     ndk_check(ndk_wait(&wait, r->listener->Dispatch->NdkListen(r->listener, (PSOCKADDR)address, length,
                                                                ndk_wait_on_request, &wait)),
@@ -274,7 +268,7 @@ static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
 static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, int count, ULONG size, int verbose,
                         int validate) {
     ndk_wait_t wait = {0};
-    r->connector = rping_created(
+    r->connector = ndk_created(
         &wait, r->adapter->Dispatch->NdkCreateConnector(r->adapter, ndk_wait_on_create, &wait, &r->connector),
         &r->connector, "NdkCreateConnector");
     SOCKADDR_INET source;
