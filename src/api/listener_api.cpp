@@ -1,4 +1,8 @@
 // NDK_LISTENER_DISPATCH and NDK_SHARED_ENDPOINT_DISPATCH (CM-05, CM-13 … CM-23).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -181,6 +185,40 @@ NTSTATUS CreateListener(NDK_ADAPTER* handle, NDK_FN_CONNECT_EVENT_CALLBACK conne
         });
 }
 
+// True when this host has `endpoint`'s TCP port free for sockets that share it (SO_REUSEADDR, as the shared
+// endpoint's connections bind it): another process may hold the port the fabric picked.
+static bool HostPortFree(const cm::Endpoint& endpoint) {
+    sockaddr_storage address{};
+    ULONG length = sizeof(address);
+    cm::EndpointToSockaddr(endpoint, reinterpret_cast<SOCKADDR*>(&address), &length);
+    const int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return true;  // cannot tell: the connect reports it
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 || errno != EADDRINUSE;
+    ::close(fd);
+    return free;
+}
+
+// CM-05/CM-17: the shared endpoint's port. Port 0 takes an ephemeral one that is also free on the host when the
+// adapter can use TCP, since its connections bind that port for real (a port bound elsewhere made the connect
+// fail with STATUS_SHARING_VIOLATION, about 1 run in 1000 of the suites over TCP).
+static NTSTATUS BindSharedPort(const AdapterObject& adapter, cm::Endpoint* endpoint) {
+    const bool real = adapter.transport == SOFTNDK_TRANSPORT_AUTO || adapter.transport == SOFTNDK_TRANSPORT_TCP;
+    if (!real || endpoint->port != 0) return cm::Fabric::Instance().Bind(endpoint);
+    for (int attempt = 0; attempt < 32; ++attempt) {
+        cm::Endpoint chosen = *endpoint;
+        const NTSTATUS status = cm::Fabric::Instance().Bind(&chosen);
+        if (!NT_SUCCESS(status)) return status;
+        if (HostPortFree(chosen)) {
+            *endpoint = chosen;
+            return STATUS_SUCCESS;
+        }
+        cm::Fabric::Instance().Release(chosen);
+    }
+    return STATUS_TOO_MANY_ADDRESSES;
+}
+
 NTSTATUS CreateSharedEndpoint(NDK_ADAPTER* handle, const PSOCKADDR address, ULONG length,
                               NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_SHARED_ENDPOINT** out) {
     AdapterObject* adapter = FromHandle<AdapterObject>(handle);
@@ -194,7 +232,7 @@ NTSTATUS CreateSharedEndpoint(NDK_ADAPTER* handle, const PSOCKADDR address, ULON
     }
     return RunCreate(*adapter, ProviderFunction::NdkCreateSharedEndpoint, adapter->lifetime, completion, context, out,
                      [adapter, endpoint](NDK_OBJECT_HEADER** header) mutable -> NTSTATUS {
-                         NTSTATUS status = cm::Fabric::Instance().Bind(&endpoint);
+                         NTSTATUS status = BindSharedPort(*adapter, &endpoint);
                          if (!NT_SUCCESS(status)) return status;
                          auto* shared = new (std::nothrow) SharedEndpointObject(adapter, kSharedEndpointOps);
                          if (shared == nullptr) {

@@ -291,6 +291,37 @@ TEST_P(CmTest, CM_26_ClosingOneSideIndicatesADisconnectToTheOther) {
         << std::hex << flushed.ProviderErrorCode;
 }
 
+// CM-05/CM-17: a shared endpoint's connections bind its port for real, so port 0 skips an ephemeral port that
+// another process holds. Here a plain socket of this process plays that process, on the port the fabric's
+// cursor gives next (the one after a shared endpoint just closed).
+TEST_P(CmTest, CM_05_17_SharedEndpointSkipsAPortAnotherProcessHolds) {
+    NDK_SHARED_ENDPOINT* probe = CreateSharedEndpoint();
+    ASSERT_NE(probe, nullptr);
+    SOCKADDR_IN first{};
+    ULONG length = sizeof(first);
+    ASSERT_EQ(probe->Dispatch->NdkGetLocalAddress(probe, reinterpret_cast<PSOCKADDR>(&first), &length), STATUS_SUCCESS);
+    Close(&probe->Header);
+    const uint16_t next = ntohs(first.sin_port) == 65535 ? 49152 : ntohs(first.sin_port) + 1;
+    const int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(holder, 0);
+    SOCKADDR_IN held = Loopback(next);
+    if (::bind(holder, reinterpret_cast<sockaddr*>(&held), sizeof(held)) != 0 || ::listen(holder, 1) != 0) {
+        ::close(holder);
+        GTEST_SKIP() << "port " << next << " is in use here already";
+    }
+    NDK_SHARED_ENDPOINT* shared = CreateSharedEndpoint();
+    ASSERT_NE(shared, nullptr);
+    SOCKADDR_IN local{};
+    length = sizeof(local);
+    ASSERT_EQ(shared->Dispatch->NdkGetLocalAddress(shared, reinterpret_cast<PSOCKADDR>(&local), &length),
+              STATUS_SUCCESS);
+    if (OverTcp() || config_.Transport == SOFTNDK_TRANSPORT_AUTO) {  // in-process only: no real port is bound
+        EXPECT_NE(ntohs(local.sin_port), next) << "the port another socket holds is skipped";
+    }
+    Close(&shared->Header);
+    ::close(holder);
+}
+
 TEST_P(CmTest, CM_06_21_SharedEndpointConnectsToManyAndRefusesADuplicate4Tuple) {
     NDK_SHARED_ENDPOINT* shared = CreateSharedEndpoint();
     ASSERT_NE(shared, nullptr);
