@@ -51,6 +51,22 @@ crc_holds() {
   grep -q "Good CRC32" "${1%.pcap}.txt" && ! grep -q "Bad CRC32" "${1%.pcap}.txt"
 }
 
+# One case's verdict: ndkping exited 0 and printed `expected`, the guest's rping exited 0, and the capture
+# decodes (with good CRCs when CRC is on). Uses ours, theirs, log, pcap, count, label; on failure shows the
+# logs of both sides (the guest's is `guest_log`).
+verdict() {
+  local what="$1" expected="$2" guest_log="$3"
+  if [ "$ours" -eq 0 ] && grep -q "$expected" "$log" && [ "$theirs" = "rping-exit=0" ] &&
+     info=$(summary "$pcap") && crc_holds "$pcap"; then
+    echo "ok   $what: $count x $label verified ($info)"
+  else
+    echo "FAIL $what: $label (ndkping exit $ours, siw ${theirs:-no exit status})"
+    tail -3 "$log"
+    vm exec --name "$name" -- sh -c "tail -3 $guest_log" 2>/dev/null
+    failed=1
+  fi
+}
+
 index=0
 for c in $cases; do
   IFS=: read -r size count crc <<<"$c"
@@ -69,14 +85,7 @@ for c in $cases; do
   ours=$?
   sleep 0.5
   theirs=$(vm exec --name "$name" -- sh -c 'cat /tmp/rping-server.log' 2>/dev/null | grep -o 'rping-exit=[0-9]*')
-  if [ "$ours" -eq 0 ] && grep -q "client done, $count iterations verified" "$log" &&
-     [ "$theirs" = "rping-exit=0" ] && info=$(summary "$pcap") && crc_holds "$pcap"; then
-    echo "ok   siw rping -s  <- ndkping --rping -c: $count x $label verified ($info)"
-  else
-    echo "FAIL siw rping -s  <- ndkping --rping -c: $label (ndkping exit $ours, siw ${theirs:-still running})"
-    tail -3 "$log"
-    failed=1
-  fi
+  verdict "siw rping -s  <- ndkping --rping -c" "client done, $count iterations verified" /tmp/rping-server.log
   # ---- siw is the client ----
   vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
   pcap="$out/rping-siw-client-$size${crc:+-crc}.pcap"
@@ -89,15 +98,7 @@ for c in $cases; do
       >/tmp/rping-client.log 2>&1; echo rping-exit=\$?" 2>/dev/null | grep -o 'rping-exit=[0-9]*')
   wait "$server"
   ours=$?
-  if [ "$ours" -eq 0 ] && grep -q "server done, $count iterations" "$log" &&
-     [ "$theirs" = "rping-exit=0" ] && info=$(summary "$pcap") && crc_holds "$pcap"; then
-    echo "ok   siw rping -c  -> ndkping --rping -s: $count x $label verified ($info)"
-  else
-    echo "FAIL siw rping -c  -> ndkping --rping -s: $label (ndkping exit $ours, siw ${theirs:-none})"
-    tail -3 "$log"
-    vm exec --name "$name" -- sh -c 'tail -3 /tmp/rping-client.log' 2>/dev/null
-    failed=1
-  fi
+  verdict "siw rping -c  -> ndkping --rping -s" "server done, $count iterations" /tmp/rping-client.log
 done
 vm exec --name "$name" -- dmesg >"$out/siw-dmesg.txt" 2>&1
 exit $failed
