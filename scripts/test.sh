@@ -16,12 +16,15 @@ cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs" -LE interop
 
 echo "== interop: softndk against Linux soft-iWARP (siw) in a siw-vm guest (issue 8)"
-status=0
-tests/interop/siw_rping.sh build/asan/tools/ndkping build/asan/interop || status=$?
-if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
-  echo "interop failed; captures and tshark summaries are in build/asan/interop"
-  exit "$status"
-fi
+for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan/tools/ndkperf"; do
+  status=0
+  read -r script tool <<<"$suite"
+  tests/interop/"$script" "$tool" build/asan/interop || status=$?
+  if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
+    echo "interop failed ($script); captures and tshark summaries are in build/asan/interop"
+    exit "$status"
+  fi
+done
 
 echo "== TSan: concurrency tests"
 cmake --preset tsan >/dev/null

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ndkperf_perftest.hpp"
 #include "ndkperf_remote.hpp"
 
 namespace ndkperf {
@@ -31,7 +32,8 @@ constexpr const char* kUsage =
     "usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] [--pend|--random] [--json]\n"
     "       ndkperf --server [-a ADDRESS] [-p PORT] [--max-size BYTES] [--pend|--random]\n"
     "       ndkperf --client -a ADDRESS -p PORT [--test ...] [--sizes ...] [--latency-sizes 64,...] [--window N]\n"
-    "               [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n";
+    "               [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n"
+    "       ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [perftest flags] [SERVER]   (perftest's protocol)\n";
 
 std::vector<size_t> SizeList(const std::string& list) {
     std::vector<size_t> sizes;
@@ -271,6 +273,7 @@ std::vector<Rate> RegistrationRates(ndktools::Pair& pair, double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strncmp(argv[1], "ib_", 3) == 0) return ndkperf::RunPerftest(argc - 1, argv + 1);
     Options options = Parse(argc, argv);
     if (options.role == Options::Role::kServer) return ndkperf::RunServer(options);
     if (options.role == Options::Role::kClient) return ndkperf::RunClient(options);

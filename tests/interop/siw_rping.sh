@@ -8,43 +8,20 @@
 # Usage: siw_rping.sh NDKPING OUTDIR [SIWVM]
 set -u
 ndkping="$1" out="$2"
-here="$(cd "$(dirname "$0")/../.." && pwd)"
-siwvm="${3:-${SIWVM:-$here/../shared/interop/siw-vm}}"
-if [ ! -f "$siwvm" ]; then
-  echo "SKIP siw interop: no siw-vm harness at $siwvm (set SIWVM)"
-  exit 77
-fi
-mkdir -p "$out"
-rm -f "$out"/rping-*
-vm() { bash "$siwvm" "$@"; }
-if ! vm prepare >"$out/siw-vm-prepare.log" 2>&1; then
-  echo "SKIP siw interop: siw-vm prepare failed ($(tail -1 "$out/siw-vm-prepare.log"))"
-  exit 77
-fi
 name="ndk-rping-$$"
 # size:iterations[:crc] — crc: softndk asks for CRC32c (SOFTNDK_MPA_CRC=1); siw follows the C bit either way (it
 # never asks itself, siw-facts §3.5), so CRC is on in both directions of that case.
 cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc"
 # A port pair per case: a guest rping killed after a failure can leave its listener behind for a while.
 base=$((30000 + RANDOM % 10000))
-ports=()
-for i in 0 1 2 3 4 5; do ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
-if ! vm start --name "$name" "${ports[@]}" >"$out/siw-vm-start.log" 2>&1; then
-  echo "SKIP siw interop: the siw guest did not boot ($(tail -1 "$out/siw-vm-start.log"))"
-  exit 77
-fi
-trap 'vm stop --name "$name" >/dev/null 2>&1' EXIT
-echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/siw-vm-start.log" | head -1)"
+guest_ports=()
+for i in 0 1 2 3 4 5; do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+SIWVM_PATH="${3:-}"
+# shellcheck source=siw_common.sh
+. "$(dirname "$0")/siw_common.sh"
+rm -f "$out"/rping-*
 vm exec --name "$name" -- sh -c 'uname -r; rping -h 2>&1 | head -1' >"$out/siw-guest-versions.txt" 2>&1
 failed=0
-summary() {  # the opcodes tshark decodes in a capture, and its CRC verdicts, for reading without re-running
-  tshark -r "$1" -O iwarp_mpa,iwarp_ddp_rdmap >"${1%.pcap}.txt" 2>&1
-  tshark -r "$1" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' | grep . | sort | uniq -c |
-    awk '{printf "%s opcode %s; ", $1, $2}'
-  local good bad
-  good=$(grep -c "Good CRC32" "${1%.pcap}.txt") bad=$(grep -c "Bad CRC32" "${1%.pcap}.txt")
-  if [ "$good" -gt 0 ] || [ "$bad" -gt 0 ]; then printf "%s good CRC32, %s bad" "$good" "$bad"; fi
-}
 # With CRC on, tshark must find good CRCs and no bad one in the capture.
 crc_holds() {
   [ "${crc:-}" != crc ] && return 0

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Issue 8 §2: perftest with -R between softndk (`ndkperf ib_write_bw|ib_read_bw|ib_send_bw`) and Linux soft-iWARP
+# (siw) in a siw-vm guest, both ways:
+#   siw as server: `ib_*_bw -R` in the guest, `ndkperf ib_*_bw -R ... 127.0.0.1` on the host (siw-vm --forward);
+#   siw as client: `ndkperf ib_*_bw -R` on the host, `ib_*_bw -R ... $SIWVM_HOST` in the guest (--reverse).
+# Sizes 2 B … 1 MiB; ib_send_bw runs beyond its 512 receives, so its iWARP credits must flow. A case passes when
+# both sides exit 0 and print their report row for the size. Under TCG this checks the protocol, not speed.
+# Each softndk side writes a pcap (SOFTNDK_TRACE) and a tshark summary into OUTDIR.
+# Exits 77 (skip) with one line saying why when no guest can be booted.
+# Usage: siw_perftest.sh NDKPERF OUTDIR [SIWVM]
+set -u
+ndkperf="$1" out="$2"
+name="ndk-perftest-$$"
+# tool:size:iterations
+cases="ib_write_bw:2:1000 ib_write_bw:65536:200 ib_write_bw:1048576:20
+       ib_read_bw:2:500 ib_read_bw:65536:100 ib_read_bw:1048576:20
+       ib_send_bw:2:2000 ib_send_bw:65536:200 ib_send_bw:1048576:20"
+# A port pair per case: a guest perftest killed after a failure can leave its listener behind.
+base=$((40000 + RANDOM % 10000))
+guest_ports=()
+for i in $(seq 0 8); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+SIWVM_PATH="${3:-}"
+# shellcheck source=siw_common.sh
+. "$(dirname "$0")/siw_common.sh"
+rm -f "$out"/perftest-*
+vm exec --name "$name" -- sh -c 'uname -r; ib_write_bw --version' >"$out/siw-guest-perftest-version.txt" 2>&1
+failed=0
+
+# One case's verdict: both sides exited 0 and printed a report row for `size`, and the capture decodes.
+verdict() {
+  local what="$1" guest_log="$2" row="^ $size +[0-9]+ "
+  local guest
+  guest=$(vm exec --name "$name" -- sh -c "cat $guest_log" 2>/dev/null)
+  if [ "$ours" -eq 0 ] && grep -Eq "$row" "$log" && grep -q "perftest-exit=0" <<<"$guest" &&
+     grep -Eq "$row" <<<"$guest" && info=$(summary "$pcap"); then
+    echo "ok   $what: $tool -s $size -n $count, both reports printed ($info)"
+  else
+    echo "FAIL $what: $tool -s $size -n $count (ndkperf exit $ours)"
+    tail -4 "$log"
+    tail -4 <<<"$guest"
+    failed=1
+  fi
+}
+
+index=0
+for c in $cases; do
+  IFS=: read -r tool size count <<<"$c"
+  forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
+  index=$((index + 1))
+  # ---- siw is the server ----
+  vm exec --name "$name" -- sh -c 'pkill -9 ib_; true' >/dev/null 2>&1
+  vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward -s $size -n $count \
+      >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
+  vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+  pcap="$out/perftest-siw-server-$tool-$size.pcap"
+  log="${pcap%.pcap}.log"
+  SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" -s "$size" -n "$count" 127.0.0.1 \
+      >"$log" 2>&1
+  ours=$?
+  sleep 0.5
+  verdict "siw $tool -R server <- ndkperf $tool -R client" /tmp/perftest-server.log
+  # ---- siw is the client ----
+  pcap="$out/perftest-siw-client-$tool-$size.pcap"
+  log="${pcap%.pcap}.log"
+  SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" -s "$size" -n "$count" >"$log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+  vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse -s $size -n $count \$SIWVM_HOST \
+      >/tmp/perftest-client.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-client.log" >/dev/null 2>&1
+  wait "$server"
+  ours=$?
+  verdict "siw $tool -R client -> ndkperf $tool -R server" /tmp/perftest-client.log
+done
+vm exec --name "$name" -- dmesg >"$out/siw-dmesg-perftest.txt" 2>&1
+exit $failed

@@ -1,0 +1,821 @@
+// ndkperf ib_write_bw | ib_read_bw | ib_send_bw: perftest's own rdma_cm protocol (`-R`, perftest 6.06 as in
+// Debian 12's 4.5-0.17; siw-facts §2, docs/interop.md), so that softndk and perftest measure each other on Linux
+// siw or an iWARP NIC, either side being the server. perftest's flags:
+//   ndkperf ib_write_bw -R [-s SIZE] [-n ITERS] [-D SECONDS] [-p PORT] [-t TX] [--report_gbits] [SERVER]
+//   ndkperf ib_read_bw  -R ... [-o OUTSTANDING_READS]
+//   ndkperf ib_send_bw  -R ... [-r RX_DEPTH]
+// The protocol, in short:
+//  - Two connections on one port, one after the other: "comm" (IRD/ORD 0, one 56-byte receive posted, strict
+//    ping-pong of Sends, the client first) and "data" (IRD/ORD = outstanding reads for ib_read_bw, else 0).
+//  - On comm: version "6.06" (16 B), cycle buffer (4 B BE), cache line (4 B BE), MTU ("3\0"), a zero 56-byte
+//    record; then the data connection; a zero record; the real record three times (STag, TO); one more record
+//    around the data phase; for write/read five 8-byte report fields (size, iterations, peak, average, message
+//    rate; big-endian); a closing record.
+//  - Data: the client Writes or Reads `size` bytes per request into or from the server's buffer (addresses cycle
+//    through a 4 KiB window when size ≤ 2 KiB). ib_send_bw Sends to the server's receives; iWARP has no
+//    receiver-not-ready retry, so the server RDMA Writes its cumulative receive count (u32, little-endian) into
+//    the client's credit slot every rx_depth/3 receives, and the client keeps fewer than rx_depth Sends ahead of it.
+//  - The write/read server prints the client's figures; the send_bw server prints its own.
+#include "ndkperf_perftest.hpp"
+
+#include <endian.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ndk_pair.hpp"
+#include "ndk_route.h"
+
+namespace ndkperf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ndktools::Check;
+using ndktools::CloseObject;
+using ndktools::Created;
+using ndktools::Waiter;
+
+enum class Verb { kWrite, kRead, kSend };
+
+constexpr char kVersion[16] = "6.06";     // what perftest 6.06 sends; a peer older than 5.70 is refused
+constexpr uint32_t kCycleBuffer = 4096;   // perftest: the page size
+constexpr uint32_t kCacheLine = 64;       // perftest: sysconf's line size
+constexpr char kMtu[2] = {'3', 0};        // IBV_MTU_1024, as siw reports; informational on iWARP
+constexpr size_t kRecord = 56;            // struct pingpong_dest (siw-facts §2.2)
+constexpr uint64_t kNoPeakAbove = 20000;  // perftest reports no peak beyond this many iterations
+constexpr int kSilenceSeconds = 120;      // perftest: "Did not get Message for 120 Seconds"
+constexpr int kConnectTries = 100;        // 100 ms apart: the server re-listens for the data connection late
+// The registered buffer: control slots, the credit source and slot, then the local and the exposed area.
+constexpr size_t kReceiveSlot = 0, kSendSlot = 64, kCreditSource = 128, kCreditSlot = 136, kAreas = 4096;
+
+struct Flags {
+    Verb verb = Verb::kWrite;
+    std::string tool;
+    bool rdma_cm = false;
+    std::string server;  // the client's server address; none makes this the server
+    unsigned port = 18515;
+    uint64_t size = 65536;
+    uint64_t iters = 0;  // 0: perftest's default for the verb
+    double duration = 0;
+    bool gbits = false;
+    unsigned out_reads = 0;  // -o, ib_read_bw only; 0 = the adapter's limit
+    unsigned tx_depth = 128;
+    unsigned rx_depth = 512;
+};
+
+[[noreturn]] void Fail(const char* format, const char* detail = "") {
+    std::fprintf(stderr, format, detail);
+    std::fputc('\n', stderr);
+    std::exit(1);
+}
+
+constexpr const char* kUsage =
+    "usage: ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [-s SIZE] [-n ITERS] [-D SECONDS] [-p PORT] [-t TX_DEPTH]\n"
+    "       [-r RX_DEPTH (send)] [-o READS (read)] [--report_gbits] [-F] [SERVER_ADDRESS]\n"
+    "       Only perftest's rdma_cm mode (-R) is spoken; its TCP side channel is not.\n";
+
+[[noreturn]] void Usage(const char* problem, const std::string& what = "") {
+    std::fprintf(stderr, "ndkperf: %s%s\n%s", problem, what.c_str(), kUsage);
+    std::exit(2);
+}
+
+// perftest's size syntax: a number with an optional K, M or G.
+uint64_t ParseSize(const std::string& text) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(text.c_str(), &end, 0);
+    uint64_t scale = 1;
+    if (*end == 'K' || *end == 'k') scale = 1 << 10, ++end;
+    if (*end == 'M' || *end == 'm') scale = 1 << 20, ++end;
+    if (*end == 'G' || *end == 'g') scale = 1 << 30, ++end;
+    if (end == text.c_str() || *end != 0) Usage("not a size: ", text);
+    return value * scale;
+}
+
+unsigned ParseCount(const std::string& text, unsigned low, unsigned high, const char* what) {
+    char* end = nullptr;
+    const unsigned long value = std::strtoul(text.c_str(), &end, 0);
+    if (end == text.c_str() || *end != 0 || value < low || value > high) Usage(what, " " + text);
+    return static_cast<unsigned>(value);
+}
+
+Flags Parse(int argc, char** argv) {
+    Flags flags;
+    flags.tool = argv[0];
+    if (flags.tool == "ib_write_bw")
+        flags.verb = Verb::kWrite;
+    else if (flags.tool == "ib_read_bw")
+        flags.verb = Verb::kRead;
+    else if (flags.tool == "ib_send_bw")
+        flags.verb = Verb::kSend;
+    else
+        Usage("no such perftest tool: ", flags.tool);
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i], value;
+        if (const size_t equals = arg.find('='); arg.rfind("--", 0) == 0 && equals != std::string::npos) {
+            value = arg.substr(equals + 1);  // --size=4096
+            arg.resize(equals);
+        }
+        auto next = [&]() -> std::string {
+            if (!value.empty()) return value;
+            if (i + 1 >= argc) Usage("a value is missing after ", arg);
+            return argv[++i];
+        };
+        if (arg == "-R" || arg == "--rdma_cm")
+            flags.rdma_cm = true;
+        else if (arg == "-F" || arg == "--CPU-freq")
+            continue;  // perftest's cpufreq warning: none here
+        else if (arg == "-s" || arg == "--size")
+            flags.size = ParseSize(next());
+        else if (arg == "-n" || arg == "--iters")
+            flags.iters = ParseCount(next(), 5, 100000000, "-n must be 5 …");
+        else if (arg == "-p" || arg == "--port")
+            flags.port = ParseCount(next(), 1, 65535, "bad port");
+        else if (arg == "-D" || arg == "--duration")
+            flags.duration = ParseCount(next(), 1, 86400, "bad duration");
+        else if (arg == "-t" || arg == "--tx-depth")
+            flags.tx_depth = ParseCount(next(), 1, 15000, "bad tx depth");
+        else if (arg == "--report_gbits")
+            flags.gbits = true;
+        else if ((arg == "-r" || arg == "--rx-depth") && flags.verb == Verb::kSend)
+            flags.rx_depth = ParseCount(next(), 3, 16384, "bad rx depth (3 … 16384)");
+        else if ((arg == "-o" || arg == "--outs") && flags.verb == Verb::kRead)
+            flags.out_reads = ParseCount(next(), 1, 65536, "bad outstanding reads");
+        else if (arg[0] != '-' && flags.server.empty())
+            flags.server = arg;
+        else
+            Usage("unsupported flag ", arg);
+    }
+    if (!flags.rdma_cm) Usage("only perftest's rdma_cm mode is spoken: add -R");
+    if (flags.size == 0 || flags.size > (1u << 30)) Usage("-s must be 1 … 1 GiB");
+    if (flags.duration > 0 && flags.iters != 0) Usage("-D and -n exclude each other");
+    if (flags.iters == 0) flags.iters = flags.verb == Verb::kWrite ? 5000 : 1000;
+    if (flags.duration == 0) {
+        flags.tx_depth = static_cast<unsigned>(std::min<uint64_t>(flags.tx_depth, flags.iters));
+        flags.rx_depth = static_cast<unsigned>(std::min<uint64_t>(flags.rx_depth, flags.iters));
+        flags.rx_depth += flags.rx_depth % 2;  // perftest rounds an odd depth up
+    }
+    return flags;
+}
+
+// ---- the 56-byte record (siw-facts §2.2; big-endian) --------------------------------------------------------
+
+struct Record {
+    uint32_t out_reads = 0, qpn = 0, psn = 0, rkey = 0;
+    uint64_t vaddr = 0;
+};
+
+void Encode(const Record& record, uint8_t* out) {
+    std::memset(out, 0, kRecord);
+    const uint32_t words[] = {
+        0, htobe32(record.out_reads), htobe32(record.qpn), htobe32(record.psn), htobe32(record.rkey), 0};
+    std::memcpy(out, words, sizeof(words));
+    const uint64_t vaddr = htobe64(record.vaddr);
+    std::memcpy(out + 24, &vaddr, 8);
+}
+
+Record Decode(const uint8_t* in) {
+    uint32_t words[5];
+    std::memcpy(words, in, sizeof(words));
+    uint64_t vaddr;
+    std::memcpy(&vaddr, in + 24, 8);
+    return {be32toh(words[1]), be32toh(words[2]), be32toh(words[3]), be32toh(words[4]), be64toh(vaddr)};
+}
+
+uint64_t DoubleBits(double value) {
+    uint64_t bits;
+    std::memcpy(&bits, &value, 8);
+    return htobe64(bits);
+}
+
+double BitsDouble(uint64_t big_endian) {
+    const uint64_t bits = be64toh(big_endian);
+    double value;
+    std::memcpy(&value, &bits, 8);
+    return value;
+}
+
+// ---- connections --------------------------------------------------------------------------------------------
+
+std::mutex g_incoming_mutex;
+std::deque<NDK_CONNECTOR*> g_incoming;
+
+VOID OnIncoming(PVOID, NDK_CONNECTOR* connector) {
+    std::lock_guard lock(g_incoming_mutex);
+    g_incoming.push_back(connector);
+}
+
+VOID OnDisconnect(PVOID context) {
+    static_cast<std::atomic<bool>*>(context)->store(true);
+}
+
+struct Connection {
+    NDK_QP* qp = nullptr;
+    NDK_CONNECTOR* connector = nullptr;
+    std::atomic<bool> disconnected{false};
+};
+
+struct Figures {
+    uint64_t size = 0, iters = 0;
+    double peak = 0, average = 0, message_rate = 0;  // in the printing side's unit (MiB/s or Gb/s), Mpps
+};
+
+class Perftest {
+public:
+    explicit Perftest(const Flags& flags) : flags_(flags) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);  // the environment's settings (SOFTNDK_TRACE, _MPA_CRC, …) apply
+        Check(SoftNdkOpenAdapter(&config, &adapter_), "SoftNdkOpenAdapter");
+        NDK_ADAPTER_INFO info{};
+        info.Version.Major = 1;
+        info.Version.Minor = 2;
+        ULONG info_size = sizeof(info);
+        Check(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, &info, &info_size), "NdkQueryAdapterInfo");
+        if (flags_.verb == Verb::kRead) {
+            // perftest: the device's maximum unless -o asks for fewer (siw-facts §2.1)
+            const unsigned limit = std::min(info.MaxInboundReadLimit, info.MaxOutboundReadLimit);
+            if (flags_.out_reads > limit)
+                std::printf(" Number of outstanding reads is above max = %u\n Changing to that max value\n", limit);
+            if (flags_.out_reads == 0 || flags_.out_reads > limit) flags_.out_reads = limit;
+        }
+        Waiter pd;
+        pd_ = Created(pd, adapter_->Dispatch->NdkCreatePd(adapter_, &Waiter::OnCreate, &pd, &pd_), &pd_, "NdkCreatePd");
+        comm_cq_ = CreateCq(8);
+        data_cq_ = CreateCq(flags_.tx_depth + flags_.rx_depth + 16);
+        area_ = ROUND_TO_PAGES(std::max<uint64_t>(flags_.size, kCycleBuffer));
+        bytes_ = kAreas + 2 * area_;
+        buffer_ = static_cast<uint8_t*>(
+            mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
+        if (buffer_ == MAP_FAILED) Fail("ndkperf: cannot map %s", "the buffer");
+        std::mt19937 random(std::random_device{}());
+        for (size_t i = kAreas; i < bytes_; ++i) buffer_[i] = static_cast<uint8_t>(random());  // perftest: rand()
+        mdl_ = IoAllocateMdl(buffer_, static_cast<ULONG>(bytes_), FALSE, FALSE, nullptr);
+        Check(SoftNdkProbeAndLockPages(mdl_, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
+        Waiter mr;
+        mr_ = Created(mr, pd_->Dispatch->NdkCreateMr(pd_, FALSE, &Waiter::OnCreate, &mr, &mr_), &mr_, "NdkCreateMr");
+        Waiter registered;
+        Check(registered.Wait(mr_->Dispatch->NdkRegisterMr(
+                  mr_, mdl_, bytes_,
+                  NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE,
+                  &Waiter::OnRequest, &registered)),
+              "NdkRegisterMr");
+        local_token_ = mr_->Dispatch->NdkGetLocalTokenFromMr(mr_);
+        comm_.qp = CreateQp(comm_cq_, 2, 2);
+        data_.qp = CreateQp(data_cq_, flags_.rx_depth + 1, flags_.tx_depth + 8);
+        psn_ = static_cast<uint32_t>(random()) & 0xffffff;
+    }
+
+    ~Perftest() {
+        for (Connection* connection : {&data_, &comm_}) {
+            CloseObject(connection->connector);
+            CloseObject(connection->qp);
+        }
+        CloseObject(listener_);
+        CloseObject(mr_);
+        MmUnlockPages(mdl_);
+        IoFreeMdl(mdl_);
+        munmap(buffer_, bytes_);
+        CloseObject(data_cq_);
+        CloseObject(comm_cq_);
+        CloseObject(pd_);
+        SoftNdkCloseAdapter(adapter_);
+    }
+
+    int Run() {
+        const bool server = flags_.server.empty();
+        if (server)
+            AcceptComm();
+        else
+            ConnectComm();
+        Prologue();
+        Handshake(Record{});  // #5: a zero record, then the data connection (siw-facts §2.3)
+        if (server)
+            AcceptData();
+        else
+            ConnectData();
+        Handshake(Record{});  // #6
+        const Record mine = MyRecord();
+        PrintBanner(mine);
+        remote_ = Handshake(mine);  // #7 the real record, #8 again, #9 "after RTR"
+        Handshake(mine);
+        Handshake(mine);
+        PrintRemote(remote_);
+        std::printf("%s", kLine);
+        std::printf(" #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", Unit(), Unit());
+        if (flags_.verb == Verb::kSend) {
+            if (server) PostReceives();
+            Handshake(mine);  // #10: the server's receives are posted
+            Figures figures = server ? ReceiveSends() : RunInitiator();
+            PrintRow(figures);
+        } else {
+            if (!server) {
+                Figures figures = RunInitiator();
+                PrintRow(figures);
+                Handshake(mine);  // #10: the server waits here through the data phase
+                ExchangeReports(figures);
+            } else {
+                Handshake(mine);
+                PrintRow(ExchangeReports(Figures{}));  // the server prints the client's figures
+            }
+        }
+        std::printf("%s", kLine);
+        Handshake(mine);  // the closing handshake (#16, send_bw #11)
+        Disconnect(data_);
+        Disconnect(comm_);
+        return 0;
+    }
+
+private:
+    static constexpr const char* kLine =
+        "---------------------------------------------------------------------------------------\n";
+
+    const char* Unit() const { return flags_.gbits ? "Gb/sec" : "MB/sec"; }
+
+    NDK_CQ* CreateCq(ULONG depth) {
+        Waiter created;
+        NDK_CQ* cq = nullptr;
+        return Created(created,
+                       adapter_->Dispatch->NdkCreateCq(adapter_, depth, &ndktools::IgnoreCq, nullptr, nullptr,
+                                                       &Waiter::OnCreate, &created, &cq),
+                       &cq, "NdkCreateCq");
+    }
+
+    NDK_QP* CreateQp(NDK_CQ* cq, ULONG receive_depth, ULONG initiator_depth) {
+        Waiter created;
+        NDK_QP* qp = nullptr;
+        return Created(created,
+                       pd_->Dispatch->NdkCreateQp(pd_, cq, cq, this, receive_depth, initiator_depth, 1, 1, 0,
+                                                  &Waiter::OnCreate, &created, &qp),
+                       &qp, "NdkCreateQp");
+    }
+
+    NDK_SGE Sge(size_t offset, size_t length) const {
+        NDK_SGE sge{};
+        sge.VirtualAddress = buffer_ + offset;
+        sge.Length = static_cast<ULONG>(length);
+        sge.MemoryRegionToken = local_token_;
+        return sge;
+    }
+
+    // One completion of `cq` before `deadline` (false when it passed). A failed completion ends the run.
+    bool PollUntil(NDK_CQ* cq, Clock::time_point deadline, const char* what, NDK_RESULT_EX* result) {
+        for (unsigned spins = 0; cq->Dispatch->NdkGetCqResultsEx(cq, result, 1) == 0; ++spins) {
+            if (spins % 1024 == 0 && Clock::now() > deadline) return false;
+            if (spins > 4096) usleep(20);
+        }
+        if (result->Status != STATUS_SUCCESS) {
+            std::fprintf(stderr, " Completion with error at %s: status 0x%08X, type %d (%s)\n",
+                         flags_.server.empty() ? "server" : "client", static_cast<unsigned>(result->Status),
+                         static_cast<int>(result->Type), what);
+            std::exit(1);
+        }
+        return true;
+    }
+
+    // One completion of `cq`, or the end of the run after kSilenceSeconds without one.
+    NDK_RESULT_EX PollOne(NDK_CQ* cq, const char* what) {
+        NDK_RESULT_EX result;
+        if (!PollUntil(cq, Clock::now() + std::chrono::seconds(kSilenceSeconds), what, &result))
+            Fail(" Did not get Message for 120 Seconds (%s)", what);
+        return result;
+    }
+
+    void PostControlReceive() {
+        NDK_SGE sge = Sge(kReceiveSlot, kRecord);
+        Check(comm_.qp->Dispatch->NdkReceive(comm_.qp, nullptr, &sge, 1), "NdkReceive");
+    }
+
+    // One control message each way on comm: the client Sends first and the server answers (siw-facts §2.3). The
+    // one receive is posted again before anything is sent, as the peer's next message may follow at once.
+    std::vector<uint8_t> Exchange(const void* data, size_t length) {
+        const bool server = flags_.server.empty();
+        bool send_done = server, received = false;
+        std::vector<uint8_t> message;
+        auto post_send = [&] {
+            std::memcpy(buffer_ + kSendSlot, data, length);
+            NDK_SGE sge = Sge(kSendSlot, length);
+            Check(comm_.qp->Dispatch->NdkSend(comm_.qp, nullptr, &sge, 1, 0), "NdkSend");
+        };
+        if (!server) post_send();
+        while (!received || !send_done) {
+            const NDK_RESULT_EX result = PollOne(comm_cq_, "a control message");
+            if (result.Type == NdkOperationTypeSend) {
+                send_done = true;
+                continue;
+            }
+            received = true;
+            message.assign(buffer_ + kReceiveSlot, buffer_ + kReceiveSlot + result.BytesTransferred);
+            PostControlReceive();
+            if (server) {
+                post_send();
+                send_done = false;
+            }
+        }
+        return message;
+    }
+
+    Record Handshake(const Record& record) {
+        uint8_t bytes[kRecord];
+        Encode(record, bytes);
+        std::vector<uint8_t> answer = Exchange(bytes, kRecord);
+        answer.resize(kRecord);  // perftest reads 56 bytes whatever arrived
+        return Decode(answer.data());
+    }
+
+    uint32_t ExchangeWord(uint32_t value) {
+        const uint32_t big = htobe32(value);
+        std::vector<uint8_t> answer = Exchange(&big, 4);
+        answer.resize(4);
+        uint32_t word;
+        std::memcpy(&word, answer.data(), 4);
+        return be32toh(word);
+    }
+
+    // #1…#4: version, cycle buffer, cache line, MTU (perftest exchange_versions, check_sys_data, check_mtu).
+    void Prologue() {
+        std::vector<uint8_t> version = Exchange(kVersion, sizeof(kVersion));
+        version.resize(sizeof(kVersion));
+        version.back() = 0;
+        const char* remote = reinterpret_cast<const char*>(version.data());
+        if (std::atof(remote) < 5.70)
+            Fail(" Current implementation is not compatible with versions older than 5.70 (the peer says \"%s\")",
+                 remote);
+        // The larger cycle buffer and cache line of the two apply; ours are perftest's usual 4096 and 64.
+        cycle_buffer_ = std::max(kCycleBuffer, ExchangeWord(kCycleBuffer));
+        cache_line_ = std::max(kCacheLine, ExchangeWord(kCacheLine));
+        if (cycle_buffer_ > area_ || cache_line_ > kCycleBuffer)
+            Fail("ndkperf: the peer's cycle buffer %s", "is too big");
+        Exchange(kMtu, sizeof(kMtu));
+    }
+
+    Record MyRecord() const {
+        Record record;
+        record.out_reads = flags_.verb == Verb::kRead ? flags_.out_reads : 1;
+        record.qpn = 2;  // informational with -R
+        record.psn = psn_;
+        record.rkey = mr_->Dispatch->NdkGetRemoteTokenFromMr(mr_);
+        // send_bw on iWARP advertises its credit slot (siw-facts §2.4); write/read the exposed area
+        record.vaddr =
+            reinterpret_cast<uintptr_t>(buffer_ + (flags_.verb == Verb::kSend ? kCreditSlot : kAreas + area_));
+        return record;
+    }
+
+    SOCKADDR_INET Address(const std::string& text) const {
+        SOCKADDR_INET address{};
+        address.Ipv4.sin_family = AF_INET;
+        address.Ipv4.sin_port = htons(static_cast<uint16_t>(flags_.port));
+        if (inet_pton(AF_INET, text.c_str(), &address.Ipv4.sin_addr) != 1)
+            Fail("ndkperf: \"%s\" is not an IPv4 address (perftest takes AF_INET only)", text.c_str());
+        return address;
+    }
+
+    ULONG ReadLimit() const { return flags_.verb == Verb::kRead ? flags_.out_reads : 0; }
+
+    // ---- the client's connections ----
+
+    void Connect(Connection& connection, ULONG limit) {
+        const SOCKADDR_INET server = Address(flags_.server);
+        SOCKADDR_INET source{};
+        if (!ndk_source_for(&server, &source)) Fail("ndkperf: no route to %s", flags_.server.c_str());
+        Waiter created;
+        connection.connector = Created(
+            created,
+            adapter_->Dispatch->NdkCreateConnector(adapter_, &Waiter::OnCreate, &created, &connection.connector),
+            &connection.connector, "NdkCreateConnector");
+        // The server listens for the data connection only after its #5 answer, so a refusal is retried (perftest's
+        // own client retries 10 times, 100 ms apart).
+        NTSTATUS status = STATUS_UNSUCCESSFUL;
+        for (int attempt = 0; attempt < kConnectTries; ++attempt) {
+            if (attempt > 0) usleep(100000);
+            Waiter connected;
+            status = connected.Wait(connection.connector->Dispatch->NdkConnect(
+                connection.connector, connection.qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(SOCKADDR_IN),
+                reinterpret_cast<PSOCKADDR>(const_cast<SOCKADDR_INET*>(&server)), sizeof(SOCKADDR_IN), limit, limit,
+                nullptr, 0, &Waiter::OnRequest, &connected));
+            if (status != STATUS_CONNECTION_REFUSED && status != STATUS_IO_TIMEOUT &&
+                status != STATUS_CONNECTION_RESET && status != STATUS_CONNECTION_ABORTED)
+                break;
+        }
+        Check(status, "NdkConnect");
+        Waiter completed;
+        Check(completed.Wait(connection.connector->Dispatch->NdkCompleteConnect(
+                  connection.connector, &OnDisconnect, &connection.disconnected, &Waiter::OnRequest, &completed)),
+              "NdkCompleteConnect");
+    }
+
+    void ConnectComm() {
+        PostControlReceive();  // before connecting, as perftest does: the server may Send right after its #1
+        Connect(comm_, 0);
+    }
+
+    void ConnectData() { Connect(data_, ReadLimit()); }
+
+    // ---- the server's connections ----
+
+    // The next connection request; the first is waited for as long as it takes (perftest's server does).
+    NDK_CONNECTOR* NextIncoming(bool forever) {
+        const auto start = Clock::now();
+        for (;;) {
+            {
+                std::lock_guard lock(g_incoming_mutex);
+                if (!g_incoming.empty()) {
+                    NDK_CONNECTOR* connector = g_incoming.front();
+                    g_incoming.pop_front();
+                    return connector;
+                }
+            }
+            if (!forever && Clock::now() - start > std::chrono::seconds(kSilenceSeconds))
+                Fail("ndkperf: the client's %s never came", "data connection");
+            usleep(200);
+        }
+    }
+
+    void Accept(Connection& connection, ULONG limit, bool forever) {
+        connection.connector = NextIncoming(forever);
+        ULONG inbound = 0, outbound = 0, length = 0;
+        Check(connection.connector->Dispatch->NdkGetConnectionData(connection.connector, &inbound, &outbound, nullptr,
+                                                                   &length),
+              "NdkGetConnectionData");
+        // perftest 6.06 accepts with its own limits; the peer's MPA negotiation settles the rest (siw-facts §3.3)
+        Waiter accepted;
+        Check(accepted.Wait(connection.connector->Dispatch->NdkAccept(
+                  connection.connector, connection.qp, limit, limit, nullptr, 0, &OnDisconnect,
+                  &connection.disconnected, &Waiter::OnRequest, &accepted)),
+              "NdkAccept");
+    }
+
+    void AcceptComm() {
+        SOCKADDR_INET any{};
+        any.Ipv4.sin_family = AF_INET;
+        any.Ipv4.sin_port = htons(static_cast<uint16_t>(flags_.port));
+        // The listener stays up for the data connection, which comes on the same port after #5.
+        listener_ = ndktools::Listen(adapter_, &OnIncoming, nullptr, &any);
+        std::printf(
+            "\n************************************\n* Waiting for client to connect... *\n"
+            "************************************\n");
+        std::fflush(stdout);
+        PostControlReceive();
+        Accept(comm_, 0, true);
+    }
+
+    void AcceptData() {
+        // perftest's server stops listening here; an NDK listener closes only after its connectors (CM-22), so
+        // ours stays until the end.
+        Accept(data_, ReadLimit(), false);
+    }
+
+    void Disconnect(Connection& connection) {
+        if (connection.connector == nullptr) return;
+        Waiter disconnected;
+        disconnected.Wait(
+            connection.connector->Dispatch->NdkDisconnect(connection.connector, &Waiter::OnRequest, &disconnected));
+    }
+
+    // ---- printing, in perftest's layout ----
+
+    void PrintBanner(const Record& mine) const {
+        const char* title = flags_.verb == Verb::kWrite  ? "RDMA_Write"
+                            : flags_.verb == Verb::kRead ? "RDMA_Read"
+                                                         : "Send";
+        std::printf("%s                    %s BW Test\n", kLine, title);
+        std::printf(" Dual-port       : OFF\t\tDevice         : softndk\n");
+        std::printf(" Number of qps   : 1\t\tTransport type : IW\n");
+        std::printf(" Connection type : RC\t\tUsing SRQ      : OFF\n");
+        std::printf(" TX depth        : %u\n", flags_.tx_depth);
+        if (flags_.verb == Verb::kSend) std::printf(" RX depth        : %u\n", flags_.rx_depth);
+        if (flags_.verb == Verb::kRead) std::printf(" Outstand reads  : %u\n", flags_.out_reads);
+        std::printf(" Mtu             : 1024[B]\n Link type       : Ethernet\n");
+        std::printf(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n%s", kLine);
+        std::printf(" local address: LID 0000 QPN %#06x PSN %#08x RKey %#08x VAddr 0x%016llx\n", mine.qpn, mine.psn,
+                    mine.rkey, static_cast<unsigned long long>(mine.vaddr));
+    }
+
+    static void PrintRemote(const Record& remote) {
+        std::printf(" remote address: LID 0000 QPN %#06x PSN %#08x RKey %#08x VAddr 0x%016llx\n", remote.qpn,
+                    remote.psn, remote.rkey, static_cast<unsigned long long>(remote.vaddr));
+    }
+
+    void PrintRow(const Figures& f) const {
+        if (flags_.gbits && f.average < 0.1)
+            std::printf(" %-7llu    %llu           %-7.6f            %-7.6f            %-7.6f\n",
+                        static_cast<unsigned long long>(f.size), static_cast<unsigned long long>(f.iters), f.peak,
+                        f.average, f.message_rate);
+        else
+            std::printf(" %-7llu    %-10llu       %-7.2f            %-7.2f\t\t   %-7.6f\n",
+                        static_cast<unsigned long long>(f.size), static_cast<unsigned long long>(f.iters), f.peak,
+                        f.average, f.message_rate);
+        std::fflush(stdout);
+    }
+
+    Figures Measure(uint64_t count, double seconds, double best_per_op) const {
+        Figures f;
+        f.size = flags_.size;
+        f.iters = count;
+        const double unit = flags_.gbits ? 125000000.0 : 1048576.0;  // perftest: Gb/s or MiB/s
+        if (seconds > 0) {
+            f.average = static_cast<double>(flags_.size) * static_cast<double>(count) / seconds / unit;
+            f.message_rate = static_cast<double>(count) / seconds / 1e6;
+        }
+        if (best_per_op > 0) f.peak = static_cast<double>(flags_.size) / best_per_op / unit;
+        return f;
+    }
+
+    // write/read: the client sends each field first, the server answers (its answers are not used: perftest's
+    // are uninitialised). Returns the peer's figures.
+    Figures ExchangeReports(const Figures& mine) {
+        auto exchange = [&](uint64_t big_endian) {
+            std::vector<uint8_t> answer = Exchange(&big_endian, 8);
+            answer.resize(8);
+            uint64_t value;
+            std::memcpy(&value, answer.data(), 8);
+            return value;
+        };
+        Figures theirs;
+        theirs.size = be64toh(exchange(htobe64(mine.size)));
+        theirs.iters = be64toh(exchange(htobe64(mine.iters)));
+        theirs.peak = BitsDouble(exchange(DoubleBits(mine.peak)));
+        theirs.average = BitsDouble(exchange(DoubleBits(mine.average)));
+        theirs.message_rate = BitsDouble(exchange(DoubleBits(mine.message_rate)));
+        return theirs;
+    }
+
+    // ---- the data phase ----
+
+    // perftest's address cycling (increase_rem_addr): sizes up to half the cycle buffer walk through it in
+    // cache-line-rounded steps; larger ones always use the start.
+    uint64_t Offset(uint64_t index) const {
+        if (flags_.size > cycle_buffer_ / 2) return 0;
+        const uint64_t step =
+            flags_.size > cache_line_ ? (flags_.size + cache_line_ - 1) / cache_line_ * cache_line_ : cache_line_;
+        return index % (cycle_buffer_ / step) * step;
+    }
+
+    uint32_t Credit() const {
+        return __atomic_load_n(reinterpret_cast<const uint32_t*>(buffer_ + kCreditSlot), __ATOMIC_ACQUIRE);
+    }
+
+    // The client: Writes, Reads or Sends with tx_depth in flight, all signalled; for Sends also fewer than rx_depth
+    // ahead of the server's credit. Ends after iters completions, or after -D seconds (then drained).
+    Figures RunInitiator() {
+        const uint64_t iters = flags_.duration > 0 ? UINT64_MAX : flags_.iters;
+        const bool peak = flags_.duration == 0 && flags_.iters <= kNoPeakAbove;
+        std::vector<Clock::time_point> completed_at;
+        if (peak) completed_at.resize(flags_.iters);
+        uint64_t posted = 0, completed = 0;
+        const auto start = Clock::now();
+        const auto end =
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flags_.duration));
+        bool stopping = false;
+        while (completed < iters && !(stopping && completed == posted)) {
+            if (flags_.duration > 0 && !stopping && Clock::now() >= end) stopping = true;
+            while (!stopping && posted < iters && posted - completed < flags_.tx_depth &&
+                   (flags_.verb != Verb::kSend || static_cast<uint32_t>(posted + 1 - Credit()) < flags_.rx_depth)) {
+                const uint64_t offset = Offset(posted);
+                NDK_SGE sge = Sge(kAreas + offset, flags_.size);
+                const uint64_t remote = remote_.vaddr + offset;
+                NTSTATUS posted_status;
+                if (flags_.verb == Verb::kWrite)
+                    posted_status = data_.qp->Dispatch->NdkWrite(data_.qp, nullptr, &sge, 1, remote, remote_.rkey, 0);
+                else if (flags_.verb == Verb::kRead)
+                    posted_status = data_.qp->Dispatch->NdkRead(data_.qp, nullptr, &sge, 1, remote, remote_.rkey, 0);
+                else
+                    posted_status = data_.qp->Dispatch->NdkSend(data_.qp, nullptr, &sge, 1, 0);
+                Check(posted_status, "posting");
+                ++posted;
+            }
+            NDK_RESULT_EX results[64];
+            const ULONG got = data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, results, 64);
+            if (got == 0) {
+                if (posted > completed) continue;
+                // send_bw waiting for credit: poll the slot without burning the progress thread's core
+                if (data_.disconnected) Fail(" the server %s before the end", "disconnected");
+                usleep(1);
+                continue;
+            }
+            const auto now = Clock::now();
+            for (ULONG i = 0; i < got; ++i) {
+                if (results[i].Status != STATUS_SUCCESS) {
+                    std::fprintf(stderr, " Completion with error at client: status 0x%08X, type %d, after %llu\n",
+                                 static_cast<unsigned>(results[i].Status), static_cast<int>(results[i].Type),
+                                 static_cast<unsigned long long>(completed));
+                    std::exit(1);
+                }
+                if (peak) completed_at[completed] = now;
+                ++completed;
+            }
+        }
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        // The peak: the best rate over any run of tx_depth consecutive completions (perftest's is the shortest
+        // time per request over a run of requests).
+        double best = 0;
+        if (peak && completed > 1) {
+            const size_t window = std::min<size_t>(flags_.tx_depth, completed - 1);
+            for (size_t i = 0; i + window < completed; ++i) {
+                const double per_op =
+                    std::chrono::duration<double>(completed_at[i + window] - completed_at[i]).count() / window;
+                if (per_op > 0 && (best == 0 || per_op < best)) best = per_op;
+            }
+        }
+        return Measure(completed, seconds, best);
+    }
+
+    // send_bw's server: rx_depth receives of its own size, all into the exposed area, posted before #10.
+    void PostReceives() {
+        const uint64_t count =
+            flags_.duration > 0 ? flags_.rx_depth : std::min<uint64_t>(flags_.rx_depth, flags_.iters);
+        for (uint64_t i = 0; i < count; ++i) PostDataReceive();
+        receives_posted_ = count;
+    }
+
+    void PostDataReceive() {
+        NDK_SGE sge = Sge(kAreas + area_, flags_.size);
+        Check(data_.qp->Dispatch->NdkReceive(data_.qp, nullptr, &sge, 1), "NdkReceive");
+    }
+
+    // send_bw's server: counts iters receives (or -D seconds from the first), reposting, and every rx_depth/3
+    // receives RDMA Writes the cumulative count, little-endian, to the client's credit slot (siw-facts §2.4).
+    Figures ReceiveSends() {
+        const uint32_t credit_every = std::max(1u, flags_.rx_depth / 3);
+        uint64_t received = 0, credits_in_flight = 0;
+        Clock::time_point first{}, last{};
+        auto* credit_source = reinterpret_cast<uint32_t*>(buffer_ + kCreditSource);
+        const auto duration =
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flags_.duration));
+        for (;;) {
+            if (flags_.duration == 0 && received == flags_.iters) break;
+            // -D: the run ends D seconds after the first receive, whether or not more Sends come
+            const auto deadline = received > 0 && flags_.duration > 0
+                                      ? first + duration
+                                      : Clock::now() + std::chrono::seconds(kSilenceSeconds);
+            NDK_RESULT_EX result;
+            if (!PollUntil(data_cq_, deadline, "a Send", &result)) {
+                if (received > 0 && flags_.duration > 0) break;
+                Fail(" Did not get Message for 120 Seconds (%s)", "a Send");
+            }
+            if (result.Type == NdkOperationTypeWrite) {
+                --credits_in_flight;
+                continue;
+            }
+            last = Clock::now();
+            if (received++ == 0) first = last;
+            if (flags_.duration > 0 || receives_posted_ < flags_.iters) {
+                PostDataReceive();
+                ++receives_posted_;
+            }
+            if ((received % flags_.rx_depth) % credit_every == 0) {
+                while (credits_in_flight >= flags_.tx_depth) {
+                    PollOne(data_cq_, "a credit Write");  // only Writes can be outstanding here at the limit
+                    --credits_in_flight;
+                }
+                __atomic_store_n(credit_source, htole32(static_cast<uint32_t>(received)), __ATOMIC_RELEASE);
+                NDK_SGE sge = Sge(kCreditSource, 4);
+                Check(data_.qp->Dispatch->NdkWrite(data_.qp, nullptr, &sge, 1, remote_.vaddr, remote_.rkey, 0),
+                      "NdkWrite (credit)");
+                ++credits_in_flight;
+            }
+        }
+        while (credits_in_flight > 0) {
+            const NDK_RESULT_EX result = PollOne(data_cq_, "a credit Write");
+            if (result.Type == NdkOperationTypeWrite) --credits_in_flight;
+        }
+        return Measure(received, std::chrono::duration<double>(last - first).count(), 0);
+    }
+
+    Flags flags_;
+    NDK_ADAPTER* adapter_ = nullptr;
+    NDK_PD* pd_ = nullptr;
+    NDK_CQ* comm_cq_ = nullptr;
+    NDK_CQ* data_cq_ = nullptr;
+    NDK_MR* mr_ = nullptr;
+    NDK_LISTENER* listener_ = nullptr;
+    MDL* mdl_ = nullptr;
+    uint8_t* buffer_ = nullptr;
+    size_t bytes_ = 0;
+    size_t area_ = 0;
+    UINT32 local_token_ = 0;
+    uint32_t psn_ = 0;
+    uint32_t cycle_buffer_ = kCycleBuffer;
+    uint32_t cache_line_ = kCacheLine;
+    uint64_t receives_posted_ = 0;
+    Connection comm_;
+    Connection data_;
+    Record remote_;
+};
+
+}  // namespace
+
+int RunPerftest(int argc, char** argv) {
+    const Flags flags = Parse(argc, argv);
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    Perftest perftest(flags);
+    return perftest.Run();
+}
+
+}  // namespace ndkperf
