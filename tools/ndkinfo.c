@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
                                        "in-process, deferred", "iWARP/TCP (MPA v2, DDP, RDMAP)"};
     printf("\t%-28s%s\n", "wire_transport:", details.Transport <= 3 ? transports[details.Transport] : "?");
     printf("\t%-28s%s\n", "mpa_crc:", details.MpaCrc ? "requested" : "if the peer asks");
+    printf("\t%-28s%s\n",
+           "mpa_rtr:", details.MpaRtr == SOFTNDK_MPA_RTR_READ ? "zero-length read" : "zero-length write");
     printf("\t%-28s%u (busy-poll %u us)\n", "progress_threads:", details.ProgressThreads, details.BusyPollMicroseconds);
     if (details.InterfaceName[0] != 0)
         printf("\t%-28s%s (index %u)\n", "interface:", details.InterfaceName, details.InterfaceIndex);

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 4
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 5
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -20,6 +20,13 @@ typedef enum _SOFTNDK_COMPLETION_MODE {
 
 /* How two adapters' QPs reach each other (issue 7). The environment variable SOFTNDK_TRANSPORT (auto, inproc,
  * deferred, tcp) sets it in SoftNdkInitAdapterConfig. */
+/* The ready-to-receive frame an initiator's MPA v2 Request offers (RFC 6581 §6, P2P); the environment variable
+ * SOFTNDK_MPA_RTR (write, read) sets it in SoftNdkInitAdapterConfig. */
+typedef enum _SOFTNDK_MPA_RTR {
+    SOFTNDK_MPA_RTR_WRITE = 0, /* a zero-length RDMA Write (the default; siw answers with it when offered) */
+    SOFTNDK_MPA_RTR_READ = 1   /* a zero-length RDMA Read Request, answered by a zero-length Read Response */
+} SOFTNDK_MPA_RTR;
+
 typedef enum _SOFTNDK_TRANSPORT {
     SOFTNDK_TRANSPORT_AUTO = 0,                /* in-process link to a listener of this process, else iWARP/TCP;
                                                   listeners also take TCP connections (default) */
@@ -77,6 +84,8 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     /* Version 4. Write the adapter's iWARP/TCP traffic to this pcap file (env SOFTNDK_TRACE); "" = off.
      * Adapters of one process naming the same file share it. */
     CHAR TracePath[256];
+    /* Version 5. A SOFTNDK_MPA_RTR: the RTR the adapter's connects offer. */
+    ULONG MpaRtr;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */
@@ -95,6 +104,7 @@ typedef struct _SOFTNDK_ADAPTER_DETAILS {
     ULONG InterfaceIndex;   /* 0 unless bound */
     ULONG Transport;        /* a SOFTNDK_TRANSPORT */
     ULONG MpaCrc;
+    ULONG MpaRtr; /* a SOFTNDK_MPA_RTR */
     ULONG ProgressThreads;
     ULONG BusyPollMicroseconds;
     ULONG LocalAddressCount;
@@ -102,6 +112,12 @@ typedef struct _SOFTNDK_ADAPTER_DETAILS {
 } SOFTNDK_ADAPTER_DETAILS;
 /* STATUS_INVALID_PARAMETER for an adapter that is not open, a NULL Details or a wrong Details->Size. */
 SOFTNDK_API NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTNDK_ADAPTER_DETAILS* Details);
+
+/* What an NDK_RESULT_EX.ProviderErrorCode means (CQ-14), as text for a log: a cause from an iWARP Terminate, sent
+ * or received, is its RFC 5040 layer/type/code and name, e.g. "DDP/0x1/0x00 (DDP tagged buffer: invalid STag)";
+ * 0 is "none". Writes a NUL-terminated text of at most Length bytes. STATUS_INVALID_PARAMETER for a NULL Buffer
+ * or a Length of 0; STATUS_BUFFER_OVERFLOW when the text was cut to fit. */
+SOFTNDK_API NTSTATUS SoftNdkFormatProviderError(ULONG ProviderErrorCode, CHAR* Buffer, ULONG Length);
 
 #ifdef __cplusplus
 }

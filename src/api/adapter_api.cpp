@@ -185,6 +185,7 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;
     adapter->transport = Config->Transport;
     adapter->mpa_crc = Config->MpaCrc != 0;
+    adapter->mpa_read_rtr = Config->MpaRtr == SOFTNDK_MPA_RTR_READ;
     adapter->wire_faults.drop_after_bytes = Config->WireFaults.DropAfterBytes;
     adapter->wire_faults.drop_after_fpdus = Config->WireFaults.DropAfterFpdus;
     adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;
@@ -247,6 +248,7 @@ extern "C" NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTNDK
     details.InterfaceIndex = adapter->interface_name.empty() ? 0 : if_nametoindex(adapter->interface_name.c_str());
     details.Transport = adapter->transport;
     details.MpaCrc = adapter->mpa_crc ? 1 : 0;
+    details.MpaRtr = adapter->mpa_read_rtr ? SOFTNDK_MPA_RTR_READ : SOFTNDK_MPA_RTR_WRITE;
     details.ProgressThreads = adapter->progress->threads();
     details.BusyPollMicroseconds = adapter->progress->busy_poll_us();
     details.LocalAddressCount =

@@ -90,6 +90,8 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
         return InvalidParameter("ProgressThreads must be 1 … 16");
     if (config.BusyPollMicroseconds > 1000000) return InvalidParameter("BusyPollMicroseconds above one second");
     if (config.MpaCrc > 1) return InvalidParameter("MpaCrc must be 0 or 1");
+    if (config.MpaRtr > SOFTNDK_MPA_RTR_READ)
+        return InvalidParameter("unknown MpaRtr (SOFTNDK_MPA_RTR is write or read)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
         return InvalidParameter("InterfaceName is not NUL-terminated");
     if (std::memchr(config.TracePath, 0, sizeof(config.TracePath)) == nullptr)
@@ -212,6 +214,12 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         if (name == "tcp") Config->Transport = SOFTNDK_TRANSPORT_TCP;
     }
     if (const char* crc = std::getenv("SOFTNDK_MPA_CRC")) Config->MpaCrc = std::string(crc) == "1" ? 1 : 0;
+    if (const char* rtr = std::getenv("SOFTNDK_MPA_RTR")) {
+        const std::string name = rtr;
+        Config->MpaRtr = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
+        if (name == "write") Config->MpaRtr = SOFTNDK_MPA_RTR_WRITE;
+        if (name == "read") Config->MpaRtr = SOFTNDK_MPA_RTR_READ;
+    }
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range

@@ -204,8 +204,9 @@ NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, cons
     offer.crc = adapter.mpa_crc;
     offer.ird = static_cast<uint16_t>(std::min<uint32_t>(side->requested_inbound, wire::kMpaMaxIrdOrd));
     offer.ord = static_cast<uint16_t>(std::min<uint32_t>(side->requested_outbound, wire::kMpaMaxIrdOrd));
-    offer.peer_to_peer = true;  // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
-    offer.write_rtr = true;
+    offer.peer_to_peer = true;                // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
+    offer.write_rtr = !adapter.mpa_read_rtr;  // the one RTR offered: the responder must pick it (issue 8 §3)
+    offer.read_rtr = adapter.mpa_read_rtr;
     offer.private_data.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
     if (connector->shared != nullptr) {  // CM-06: one connection per 4-tuple on a shared endpoint
         if (!cm::Fabric::Instance().AddConnection(local, remote)) {

@@ -1,5 +1,6 @@
 // TcpConnection: the socket's life, the MPA exchange (RFC 5044 §7.1, RFC 6581) and the end of the stream.
 // Sending is in tcp_send.cpp, receiving FPDUs in tcp_receive.cpp.
+#include <bit>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -441,7 +442,9 @@ void TcpConnection::KickIfSilent() {
 
 void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr) {
     qp_ = qp;
-    ird_ = ird;
+    // siw-facts §3.7: siw's read queues hold roundup_pow_of_two(limit) and a siw initiator fills its ORQ, so a
+    // peer that negotiated ORD 5 may send 8 Read Requests. The inbound queue takes as many (docs/spec-decisions.md).
+    inbound_read_capacity_ = ird == 0 ? 0 : std::bit_ceil(ird);
     ord_ = ord;
     if (crc_)
         rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)

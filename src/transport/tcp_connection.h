@@ -230,7 +230,7 @@ private:
 
     // Engine side, set on entering RDMA mode (on the lane).
     engine::QueuePair* qp_ = nullptr;
-    uint32_t ird_ = 0;
+    uint32_t inbound_read_capacity_ = 0;  // IRD rounded up to a power of two (siw-facts §3.7)
     uint32_t ord_ = 0;
     size_t max_payload_ = 0;  // MULPDU for the path MSS (RFC 5044 §5.1), ULPDU bytes per FPDU
 

@@ -459,7 +459,8 @@ bool TcpConnection::HandleReadRequest() {
     const wire::ReadRequestFields& read = rx.header.read;
     const size_t offender = wire::kFpduLengthSize + wire::kReadRequestHeaderSize;
     const bool rtr = phase_ == Phase::kAwaitRtr;
-    if (!rtr && inbound_reads_.load(std::memory_order_acquire) >= ird_)  // beyond IRD (siw: "IRQ exceeded")
+    // Beyond IRD, rounded up to a power of two as siw sizes (and fills) its queues (siw: "IRQ exceeded")
+    if (!rtr && inbound_reads_.load(std::memory_order_acquire) >= inbound_read_capacity_)
         return Fail(wire::term::kRdmapRemoteStreamCatastrophic, STATUS_CONNECTION_ABORTED, rx.head, offender);
     auto response = std::make_unique<OutMessage>();
     response->opcode = wire::RdmapOpcode::kReadResponse;

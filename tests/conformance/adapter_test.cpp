@@ -1,6 +1,7 @@
 // AI-01 … AI-11, LIFE-03/15, and SOFTNDK_ADAPTER_CONFIG validation.
 #include "api/adapter_config.h"
 #include "api/objects.h"
+#include "engine/transport.h"
 #include "support/ndk_test_support.h"
 #include "support/unprivileged_child.h"
 
@@ -202,6 +203,7 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
         {"transport", [](SOFTNDK_ADAPTER_CONFIG& c) { c.Transport = SOFTNDK_TRANSPORT_TCP + 1; },
          STATUS_INVALID_PARAMETER},
         {"mpa crc", [](SOFTNDK_ADAPTER_CONFIG& c) { c.MpaCrc = 2; }, STATUS_INVALID_PARAMETER},
+        {"mpa rtr", [](SOFTNDK_ADAPTER_CONFIG& c) { c.MpaRtr = 2; }, STATUS_INVALID_PARAMETER},
         {"interface name unterminated",
          [](SOFTNDK_ADAPTER_CONFIG& c) { std::memset(c.InterfaceName, 'x', sizeof(c.InterfaceName)); },
          STATUS_INVALID_PARAMETER},
@@ -281,6 +283,7 @@ TEST(AdapterOpenTest, CM_14_AdapterDetailsNameTheTransportAndRefuseBadArguments)
     SoftNdkInitAdapterConfig(&config);
     config.Transport = SOFTNDK_TRANSPORT_TCP;
     config.MpaCrc = 1;
+    config.MpaRtr = SOFTNDK_MPA_RTR_READ;
     config.BusyPollMicroseconds = 7;
     NDK_ADAPTER* adapter = nullptr;
     ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS);
@@ -289,6 +292,7 @@ TEST(AdapterOpenTest, CM_14_AdapterDetailsNameTheTransportAndRefuseBadArguments)
     ASSERT_EQ(SoftNdkQueryAdapterDetails(adapter, &details), STATUS_SUCCESS);
     EXPECT_EQ(details.Transport, static_cast<ULONG>(SOFTNDK_TRANSPORT_TCP));
     EXPECT_EQ(details.MpaCrc, 1u);
+    EXPECT_EQ(details.MpaRtr, static_cast<ULONG>(SOFTNDK_MPA_RTR_READ));
     EXPECT_EQ(details.BusyPollMicroseconds, 7u);
     EXPECT_STREQ(details.InterfaceName, "");
     EXPECT_EQ(details.LocalAddressCount, config.LocalAddressCount);
@@ -299,6 +303,31 @@ TEST(AdapterOpenTest, CM_14_AdapterDetailsNameTheTransportAndRefuseBadArguments)
     EXPECT_EQ(SoftNdkQueryAdapterDetails(adapter, nullptr), STATUS_INVALID_PARAMETER);
     EXPECT_EQ(SoftNdkQueryAdapterDetails(nullptr, &details), STATUS_INVALID_PARAMETER);
     EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+}
+
+// CQ-14: a completion's ProviderErrorCode explained for a log, and the refusals of bad arguments.
+TEST(ProviderErrorTextTest, CQ_14_ProviderErrorCodeNamesTheTerminateCause) {
+    char text[128];
+    ASSERT_EQ(SoftNdkFormatProviderError(softndk::engine::TerminateProviderError(1, 1, 0x00), text, sizeof(text)),
+              STATUS_SUCCESS);
+    EXPECT_STREQ(text, "DDP/0x1/0x00 (DDP tagged buffer: invalid STag)");
+    ASSERT_EQ(SoftNdkFormatProviderError(softndk::engine::TerminateProviderError(0, 1, 0x01), text, sizeof(text)),
+              STATUS_SUCCESS);
+    EXPECT_STREQ(text, "RDMAP/0x1/0x01 (RDMAP remote protection: base or bounds violation)");
+    ASSERT_EQ(SoftNdkFormatProviderError(0, text, sizeof(text)), STATUS_SUCCESS);
+    EXPECT_STREQ(text, "none");
+    ASSERT_EQ(SoftNdkFormatProviderError(0x7, text, sizeof(text)), STATUS_SUCCESS);
+    EXPECT_STREQ(text, "provider error 0x7 (not a terminate cause)");
+    ASSERT_EQ(SoftNdkFormatProviderError(0x1F000, text, sizeof(text)), STATUS_SUCCESS) << "layer 15 is no layer";
+    EXPECT_STREQ(text, "provider error 0x1f000 (not a terminate cause)");
+    char small[8];
+    EXPECT_EQ(SoftNdkFormatProviderError(softndk::engine::TerminateProviderError(1, 1, 0), small, sizeof(small)),
+              STATUS_BUFFER_OVERFLOW);
+    EXPECT_STREQ(small, "DDP/0x1") << "cut to fit, NUL-terminated";
+    std::memset(small, 'x', sizeof(small));
+    EXPECT_EQ(SoftNdkFormatProviderError(0, small, 0), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(small[0], 'x') << "unchanged";
+    EXPECT_EQ(SoftNdkFormatProviderError(0, nullptr, 8), STATUS_INVALID_PARAMETER);
 }
 
 }  // namespace

@@ -9,32 +9,43 @@
 set -u
 ndkping="$1" out="$2"
 name="ndk-rping-$$"
-# size:iterations[:crc] — crc: softndk asks for CRC32c (SOFTNDK_MPA_CRC=1); siw follows the C bit either way (it
-# never asks itself, siw-facts §3.5), so CRC is on in both directions of that case.
-cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc"
+# size:iterations[:option] — crc: softndk asks for CRC32c (SOFTNDK_MPA_CRC=1); siw follows the C bit either way
+# (it never asks itself, siw-facts §3.5), so CRC is on in both directions of that case. readrtr: softndk's
+# Request offers only a Read RTR (SOFTNDK_MPA_RTR=read), so when softndk initiates, siw must choose it and answer
+# the zero-length Read Request (issue 8 §3); every other case initiated by softndk uses the Write RTR.
+cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc 1000:50:readrtr"
 # A port pair per case: a guest rping killed after a failure can leave its listener behind for a while.
 base=$((30000 + RANDOM % 10000))
 guest_ports=()
-for i in 0 1 2 3 4 5; do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+for i in 0 1 2 3 4 5 6; do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/rping-*
 vm exec --name "$name" -- sh -c 'uname -r; rping -h 2>&1 | head -1' >"$out/siw-guest-versions.txt" 2>&1
 failed=0
-# With CRC on, tshark must find good CRCs and no bad one in the capture.
-crc_holds() {
+# The negotiation holds: with CRC on, tshark finds good CRCs and no bad one. When softndk initiated, its Request
+# offered P2P with one RTR (Read with readrtr, else Write), siw's Reply chose it, and softndk's first FPDU is that
+# RTR: a zero-length Read Request or a zero-length Write (issue 8 §3).
+negotiation_holds() {
+  if [ "${initiated:-}" = ours ]; then
+    local rtr="write" first="opcode 0x00 ulpdu 14"
+    [ "${crc:-}" = readrtr ] && rtr="read" first="opcode 0x01 ulpdu 46 read size 0"
+    python3 "$(dirname "$0")/mpa_words.py" "$1" >"${1%.pcap}.mpa.txt" 2>&1
+    grep -q "request rev 2 ${crc:+}.*IRD 1 ORD 1 P2P rtr=$rtr | reply rev 2.*IRD 1 ORD 1 P2P rtr=$rtr | first FPDU $first" \
+      "${1%.pcap}.mpa.txt" || return 1
+  fi
   [ "${crc:-}" != crc ] && return 0
   grep -q "Good CRC32" "${1%.pcap}.txt" && ! grep -q "Bad CRC32" "${1%.pcap}.txt"
 }
 
 # One case's verdict: ndkping exited 0 and printed `expected`, the guest's rping exited 0, and the capture
-# decodes (with good CRCs when CRC is on). Uses ours, theirs, log, pcap, count, label; on failure shows the
+# decodes with the negotiation asked for. Uses ours, theirs, log, pcap, count, label; on failure shows the
 # logs of both sides (the guest's is `guest_log`).
 verdict() {
   local what="$1" expected="$2" guest_log="$3"
   if [ "$ours" -eq 0 ] && grep -q "$expected" "$log" && [ "$theirs" = "rping-exit=0" ] &&
-     info=$(summary "$pcap") && crc_holds "$pcap"; then
+     info=$(summary "$pcap") && negotiation_holds "$pcap"; then
     echo "ok   $what: $count x $label verified ($info)"
   else
     echo "FAIL $what: $label (ndkping exit $ours, siw ${theirs:-no exit status})"
@@ -47,7 +58,10 @@ verdict() {
 index=0
 for c in $cases; do
   IFS=: read -r size count crc <<<"$c"
-  if [ "${crc:-}" = crc ]; then export SOFTNDK_MPA_CRC=1; label="$size B, CRC on"; else unset SOFTNDK_MPA_CRC; label="$size B"; fi
+  unset SOFTNDK_MPA_CRC SOFTNDK_MPA_RTR
+  label="$size B"
+  if [ "${crc:-}" = crc ]; then export SOFTNDK_MPA_CRC=1; label="$size B, CRC on"; fi
+  if [ "${crc:-}" = readrtr ]; then export SOFTNDK_MPA_RTR=read; label="$size B, Read RTR"; fi
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
@@ -55,7 +69,8 @@ for c in $cases; do
   vm exec --name "$name" --bg -- sh -c "timeout 120 rping -s -a 0.0.0.0 -p $forward -C $count -S 65535 -V \
       >/tmp/rping-server.log 2>&1; echo rping-exit=\$? >>/tmp/rping-server.log" >/dev/null 2>&1
   vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-  pcap="$out/rping-siw-server-$size${crc:+-crc}.pcap"
+  pcap="$out/rping-siw-server-$size${crc:+-$crc}.pcap"
+  initiated=ours
   log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -c -a 127.0.0.1 -p "$forward" -C "$count" -S "$size" -V \
       >"$log" 2>&1
@@ -65,7 +80,8 @@ for c in $cases; do
   verdict "siw rping -s  <- ndkping --rping -c" "client done, $count iterations verified" /tmp/rping-server.log
   # ---- siw is the client ----
   vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
-  pcap="$out/rping-siw-client-$size${crc:+-crc}.pcap"
+  pcap="$out/rping-siw-client-$size${crc:+-$crc}.pcap"
+  initiated=siw
   log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -s -a 127.0.0.1 -p "$reverse" -C "$count" -S 65535 \
       >"$log" 2>&1 &

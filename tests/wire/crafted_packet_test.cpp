@@ -73,10 +73,10 @@ protected:
         bytes.resize(written);
         return bytes;
     }
-    static std::vector<uint8_t> GoodRequest(bool crc) {
+    std::vector<uint8_t> GoodRequest(bool crc) const {
         wire::MpaEnhancedWords words;
-        words.ird = kRawReadLimit;
-        words.ord = kRawReadLimit;
+        words.ird = raw_read_limit_;
+        words.ord = raw_read_limit_;
         return MpaBytes(wire::MakeMpaRequest(crc, &words, {}));  // no P2P: NdkAccept completes with the Reply
     }
 
@@ -90,9 +90,9 @@ protected:
         cq_c_ = CreateCq(kDepth, &cq_events_c_);
         qp_c_ = CreateQp(cq_c_, cq_c_, reinterpret_cast<PVOID>(0xC));
         Completion accepted;
-        NTSTATUS returned = raw_connector_->Dispatch->NdkAccept(raw_connector_, qp_c_, 4, 4, nullptr, 0,
-                                                                &DisconnectEvents::OnDisconnect, &disconnects_c_,
-                                                                &Completion::OnRequest, &accepted);
+        NTSTATUS returned = raw_connector_->Dispatch->NdkAccept(
+            raw_connector_, qp_c_, 4 + raw_read_limit_, 4 + raw_read_limit_, nullptr, 0,
+            &DisconnectEvents::OnDisconnect, &disconnects_c_, &Completion::OnRequest, &accepted);
         ASSERT_EQ(accepted.Wait(returned), STATUS_SUCCESS);
     }
     // MPA Request, then the Reply is read and checked. With `crc` both sides use CRC32c.
@@ -217,7 +217,8 @@ protected:
     }
 
     int fd_ = -1;
-    int receive_buffer_ = 0;  // SO_RCVBUF of the raw peer (0: the default)
+    int receive_buffer_ = 0;                   // SO_RCVBUF of the raw peer (0: the default)
+    uint16_t raw_read_limit_ = kRawReadLimit;  // the raw peer's IRD and ORD words; softndk accepts more
     bool crc_ = false;
     std::vector<uint8_t> terminate_bytes_;
     NDK_CONNECTOR* raw_connector_ = nullptr;
@@ -495,6 +496,28 @@ TEST_F(CraftedPacketTest, WIRE_ReadRequestBeyondIrdTerminatesEvenBehindAFullSock
     const std::vector<uint8_t> beyond = ReadRequestFpdu(2, token, base, 64);
     ExpectTerminate(beyond, term::kRdmapRemoteStreamCatastrophic);
     for (size_t i = 0; i < source.bytes(); i += PAGE_SIZE) ASSERT_EQ(source.data()[i], 0x6B) << "a source is read only";
+    Close(&mr->Header);
+}
+
+// AMB (siw-facts §3.7, issue 8 §3): siw sizes its read queues to a power of two and fills them, so a peer that
+// negotiated ORD 5 may have 8 Read Requests outstanding. softndk's inbound read queue rounds up the same way: an
+// IRD of 5 holds 8, and the 9th is beyond it.
+TEST_F(CraftedPacketTest, WIRE_ReadRequestsUpToIrdRoundedToAPowerOfTwoAreServed) {
+    receive_buffer_ = 4096;
+    raw_read_limit_ = 5;
+    Handshake();
+    constexpr size_t kPages = 4096;  // 16 MiB: the first Response fills the socket, so every Request stays queued
+    LockedBuffer source(kPages);
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    const UINT32 token = mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
+    const uint64_t base = RemoteAddress(source);
+    SendBytes(ReadRequestFpdu(1, token, base, static_cast<uint32_t>(source.bytes())));
+    usleep(100000);
+    for (uint32_t msn = 2; msn <= 8; ++msn) SendBytes(ReadRequestFpdu(msn, token, base, 64));
+    usleep(100000);
+    EXPECT_EQ(disconnects_c_.count, 0) << "8 outstanding under IRD 5 are served";
+    ExpectTerminate(ReadRequestFpdu(9, token, base, 64), term::kRdmapRemoteStreamCatastrophic);
     Close(&mr->Header);
 }
 

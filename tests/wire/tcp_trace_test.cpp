@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -109,6 +110,76 @@ TEST_P(TcpTraceTest, WIRE_TraceHoldsEveryByteOnceAsMpaThenWholeFpdus) {
             EXPECT_EQ(opcodes.size(), 1u) << "the responder sent only the Read Response";
         }
     }
+}
+
+// Issue 8 §3 (RFC 6581 §6): with MpaRtr READ the Request offers only a Read RTR, the Reply picks it, and the
+// initiator's first FPDU is a zero-length Read Request of STag 1 that the responder answers with a zero-length
+// Read Response before anything else; then the connection carries data.
+class TcpReadRtrTraceTest : public TcpTraceTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        TcpTraceTest::Customize(config);
+        config.MpaRtr = SOFTNDK_MPA_RTR_READ;
+    }
+};
+SOFTNDK_ALL_MODES(TcpReadRtrTraceTest);
+
+// The first FPDU after the stream's MPA frame, and the frame.
+bool FirstFpdu(const std::vector<uint8_t>& stream, wire::MpaFrameKind kind, wire::MpaFrame* frame,
+               wire::SegmentHeader* header, uint16_t* ulpdu) {
+    const wire::ParseResult mpa = wire::ParseMpaFrame(stream, kind, frame);
+    if (!mpa.ok() || stream.size() <= mpa.size) return false;
+    std::span<const uint8_t> rest(stream.data() + mpa.size, stream.size() - mpa.size);
+    return wire::PeekFpduLength(rest, ulpdu).ok() && rest.size() >= wire::FpduSize(*ulpdu) &&
+           wire::ParseUlpduHeader(rest.subspan(wire::kFpduLengthSize, *ulpdu), header).ok();
+}
+
+TEST_P(TcpReadRtrTraceTest, WIRE_CM_08_ReadRtrIsAZeroLengthReadAnsweredFirst) {
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    std::memset(buffer_a_->data(), 0x5A, 64);
+    NDK_SGE send = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &send, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).BytesTransferred, 64u);
+    // A Read behind the RTR's: its Response must match this request, not the RTR's.
+    std::memset(buffer_b_->data() + PAGE_SIZE, 0xA7, 64);
+    NDK_SGE sink = Sge(mr_a_, buffer_a_->data() + PAGE_SIZE, 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_, PAGE_SIZE),
+                                       mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0),
+              STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(buffer_a_->data()[PAGE_SIZE + 63], 0xA7);
+    std::vector<testing::TcpSegment> segments;
+    std::string error;
+    ASSERT_TRUE(WaitFor([&] {
+        segments.clear();
+        if (!testing::ReadTcpSegments(path_, &segments, &error)) return false;
+        const std::vector<testing::TcpStream> streams = testing::ReassembleTcpStreams(segments);
+        return streams.size() == 2 && streams[0].bytes.size() > 64 && streams[1].bytes.size() > 64;
+    })) << error;
+    int checked = 0;
+    for (const testing::TcpStream& stream : testing::ReassembleTcpStreams(segments)) {
+        const bool from_initiator =
+            std::equal(wire::kMpaRequestKey.begin(), wire::kMpaRequestKey.end(), stream.bytes.begin());
+        wire::MpaFrame frame;
+        wire::SegmentHeader header;
+        uint16_t ulpdu = 0;
+        ASSERT_TRUE(FirstFpdu(stream.bytes, from_initiator ? wire::MpaFrameKind::kRequest : wire::MpaFrameKind::kReply,
+                              &frame, &header, &ulpdu));
+        EXPECT_TRUE(frame.enhanced && frame.words.peer_to_peer && frame.words.read_rtr);
+        EXPECT_FALSE(frame.words.write_rtr) << "only the Read RTR is offered, and chosen";
+        if (from_initiator) {
+            EXPECT_EQ(header.opcode, wire::RdmapOpcode::kReadRequest);
+            EXPECT_EQ(header.read.size, 0u);
+            EXPECT_EQ(header.read.source_stag, 1u);
+        } else {
+            EXPECT_EQ(header.opcode, wire::RdmapOpcode::kReadResponse) << "the RTR is answered before anything";
+            EXPECT_EQ(ulpdu, wire::SegmentHeaderSize(wire::RdmapOpcode::kReadResponse)) << "zero length";
+        }
+        ++checked;
+    }
+    EXPECT_EQ(checked, 2);
 }
 
 TEST(TraceConfigTest, WIRE_UnwritableTracePathFailsTheOpenWithItsStatus) {
