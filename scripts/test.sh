@@ -16,7 +16,8 @@ cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs" -LE interop
 
 echo "== interop: softndk against Linux soft-iWARP (siw) in a siw-vm guest (issue 8)"
-for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan/tools/ndkperf"; do
+for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan/tools/ndkperf" \
+             "siw_errors.sh build/asan/tools/ndkperf"; do
   status=0
   read -r script tool <<<"$suite"
   tests/interop/"$script" "$tool" build/asan/interop || status=$?

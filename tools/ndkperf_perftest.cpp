@@ -27,6 +27,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@ constexpr uint64_t kNoPeakAbove = 20000;  // perftest reports no peak beyond thi
 constexpr int kSilenceSeconds = 120;      // perftest: "Did not get Message for 120 Seconds"
 constexpr int kConnectTries = 100;        // 100 ms apart: the server re-listens for the data connection late
 // The registered buffer: control slots, the credit source and slot, then the local and the exposed area.
+constexpr size_t kGuard = 4096;  // after the registered buffer: a segment crossing its end must not land there
 constexpr size_t kReceiveSlot = 0, kSendSlot = 64, kCreditSource = 128, kCreditSlot = 136, kAreas = 4096;
 
 struct Flags {
@@ -69,6 +71,9 @@ struct Flags {
     unsigned out_reads = 0;  // -o, ib_read_bw only; 0 = the adapter's limit
     unsigned tx_depth = 128;
     unsigned rx_depth = 512;
+    // softndk's own fault injection (issue 8 §4), not a perftest flag: the STag or address this side advertises
+    // (server) or uses (client) is made wrong, so the peer's or our requests are refused across the boundary.
+    enum class Inject { kNone, kBadStag, kBeyondRegion } inject = Inject::kNone;
 };
 
 [[noreturn]] void Fail(const char* format, const char* detail = "") {
@@ -79,7 +84,8 @@ struct Flags {
 
 constexpr const char* kUsage =
     "usage: ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [-s SIZE] [-n ITERS] [-D SECONDS] [-p PORT] [-t TX_DEPTH]\n"
-    "       [-r RX_DEPTH (send)] [-o READS (read)] [--report_gbits] [-F] [SERVER_ADDRESS]\n"
+    "       [-r RX_DEPTH (send)] [-o READS (read)] [--report_gbits] [-F] [--inject bad-stag|beyond-region]\n"
+    "       [SERVER_ADDRESS]\n"
     "       Only perftest's rdma_cm mode (-R) is spoken; its TCP side channel is not.\n";
 
 [[noreturn]] void Usage(const char* problem, const std::string& what = "") {
@@ -104,6 +110,12 @@ unsigned ParseCount(const std::string& text, unsigned low, unsigned high, const 
     const unsigned long value = std::strtoul(text.c_str(), &end, 0);
     if (end == text.c_str() || *end != 0 || value < low || value > high) Usage(what, " " + text);
     return static_cast<unsigned>(value);
+}
+
+Flags::Inject Injection(const std::string& what) {
+    if (what == "bad-stag") return Flags::Inject::kBadStag;
+    if (what == "beyond-region") return Flags::Inject::kBeyondRegion;
+    Usage("--inject takes bad-stag or beyond-region, not ", what);
 }
 
 Flags Parse(int argc, char** argv) {
@@ -144,6 +156,8 @@ Flags Parse(int argc, char** argv) {
             flags.tx_depth = ParseCount(next(), 1, 15000, "bad tx depth");
         else if (arg == "--report_gbits")
             flags.gbits = true;
+        else if (arg == "--inject")
+            flags.inject = Injection(next());
         else if ((arg == "-r" || arg == "--rx-depth") && flags.verb == Verb::kSend)
             flags.rx_depth = ParseCount(next(), 3, 16384, "bad rx depth (3 … 16384)");
         else if ((arg == "-o" || arg == "--outs") && flags.verb == Verb::kRead)
@@ -154,6 +168,10 @@ Flags Parse(int argc, char** argv) {
             Usage("unsupported flag ", arg);
     }
     if (!flags.rdma_cm) Usage("only perftest's rdma_cm mode is spoken: add -R");
+    if (flags.inject != Flags::Inject::kNone && flags.verb == Verb::kSend)
+        Usage(
+            "--inject is for ib_write_bw and ib_read_bw; for a Send larger than the receive give the client the "
+            "larger -s");
     if (flags.size == 0 || flags.size > (1u << 30)) Usage("-s must be 1 … 1 GiB");
     if (flags.duration > 0 && flags.iters != 0) Usage("-D and -n exclude each other");
     if (flags.iters == 0) flags.iters = flags.verb == Verb::kWrite ? 5000 : 1000;
@@ -163,6 +181,58 @@ Flags Parse(int argc, char** argv) {
         flags.rx_depth += flags.rx_depth % 2;  // perftest rounds an odd depth up
     }
     return flags;
+}
+
+const char* StatusName(NTSTATUS status) {
+    switch (status) {
+        case STATUS_CANCELLED:
+            return "STATUS_CANCELLED";
+        case STATUS_INVALID_HANDLE:
+            return "STATUS_INVALID_HANDLE";
+        case STATUS_ACCESS_VIOLATION:
+            return "STATUS_ACCESS_VIOLATION";
+        case STATUS_ACCESS_DENIED:
+            return "STATUS_ACCESS_DENIED";
+        case STATUS_REMOTE_RESOURCES:
+            return "STATUS_REMOTE_RESOURCES";
+        case STATUS_INVALID_PARAMETER:
+            return "STATUS_INVALID_PARAMETER";
+        case STATUS_BUFFER_OVERFLOW:
+            return "STATUS_BUFFER_OVERFLOW";
+        case STATUS_CONNECTION_ABORTED:
+            return "STATUS_CONNECTION_ABORTED";
+        case STATUS_CONNECTION_RESET:
+            return "STATUS_CONNECTION_RESET";
+        case STATUS_CONNECTION_DISCONNECTED:
+            return "STATUS_CONNECTION_DISCONNECTED";
+        default:
+            return "NTSTATUS";
+    }
+}
+
+const char* TypeName(NDK_OPERATION_TYPE type) {
+    switch (type) {
+        case NdkOperationTypeReceive:
+            return "receive";
+        case NdkOperationTypeSend:
+            return "send";
+        case NdkOperationTypeRead:
+            return "read";
+        case NdkOperationTypeWrite:
+            return "write";
+        default:
+            return "request";
+    }
+}
+
+// A failed completion, as a line: its status and what its ProviderErrorCode says (a Terminate's cause).
+std::string Describe(const NDK_RESULT_EX& result) {
+    char cause[160];
+    SoftNdkFormatProviderError(result.ProviderErrorCode, cause, sizeof(cause));
+    char line[320];
+    std::snprintf(line, sizeof(line), "%s (0x%08X) on a %s, cause %s", StatusName(result.Status),
+                  static_cast<unsigned>(result.Status), TypeName(result.Type), cause);
+    return line;
 }
 
 // ---- the 56-byte record (siw-facts §2.2; big-endian) --------------------------------------------------------
@@ -250,12 +320,12 @@ public:
         comm_cq_ = CreateCq(8);
         data_cq_ = CreateCq(flags_.tx_depth + flags_.rx_depth + 16);
         area_ = ROUND_TO_PAGES(std::max<uint64_t>(flags_.size, kCycleBuffer));
-        bytes_ = kAreas + 2 * area_;
+        bytes_ = kAreas + 2 * area_;  // registered; a guard page follows, mapped but not registered
         buffer_ = static_cast<uint8_t*>(
-            mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
+            mmap(nullptr, bytes_ + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
         if (buffer_ == MAP_FAILED) Fail("ndkperf: cannot map %s", "the buffer");
         std::mt19937 random(std::random_device{}());
-        for (size_t i = kAreas; i < bytes_; ++i) buffer_[i] = static_cast<uint8_t>(random());  // perftest: rand()
+        for (size_t i = kAreas; i < bytes_ + kGuard; ++i) buffer_[i] = static_cast<uint8_t>(random());  // rand()
         mdl_ = IoAllocateMdl(buffer_, static_cast<ULONG>(bytes_), FALSE, FALSE, nullptr);
         Check(SoftNdkProbeAndLockPages(mdl_, KernelMode, IoWriteAccess), "SoftNdkProbeAndLockPages");
         Waiter mr;
@@ -281,7 +351,7 @@ public:
         CloseObject(mr_);
         MmUnlockPages(mdl_);
         IoFreeMdl(mdl_);
-        munmap(buffer_, bytes_);
+        munmap(buffer_, bytes_ + kGuard);
         CloseObject(data_cq_);
         CloseObject(comm_cq_);
         CloseObject(pd_);
@@ -302,8 +372,13 @@ public:
             ConnectData();
         Handshake(Record{});  // #6
         const Record mine = MyRecord();
+        Guard(mine);
         PrintBanner(mine);
         remote_ = Handshake(mine);  // #7 the real record, #8 again, #9 "after RTR"
+        // perftest exposes max(size, cycle buffer) rounded to a cache line at the TO it advertises
+        if (!server)
+            Inject(&remote_,
+                   (std::max<uint64_t>(flags_.size, cycle_buffer_) + cache_line_ - 1) / cache_line_ * cache_line_);
         Handshake(mine);
         Handshake(mine);
         PrintRemote(remote_);
@@ -329,6 +404,7 @@ public:
         Handshake(mine);  // the closing handshake (#16, send_bw #11)
         Disconnect(data_);
         Disconnect(comm_);
+        CheckMemory();
         return 0;
     }
 
@@ -366,24 +442,86 @@ private:
 
     // One completion of `cq` before `deadline` (false when it passed). A failed completion ends the run.
     bool PollUntil(NDK_CQ* cq, Clock::time_point deadline, const char* what, NDK_RESULT_EX* result) {
+        // A peer's graceful close (FIN) leaves our requests posted (CM-27): the disconnect event ends the wait.
+        const Connection& connection = cq == comm_cq_ ? comm_ : data_;
+        std::optional<Clock::time_point> gone;
         for (unsigned spins = 0; cq->Dispatch->NdkGetCqResultsEx(cq, result, 1) == 0; ++spins) {
             if (spins % 1024 == 0 && Clock::now() > deadline) return false;
             if (spins > 4096) usleep(20);
+            if (!connection.disconnected) continue;
+            if (!gone) gone = Clock::now();
+            if (Clock::now() - *gone > std::chrono::milliseconds(200))  // what was in flight has come by now
+                Fatal(std::string(" the peer closed the ") + (cq == comm_cq_ ? "control" : "data") + " connection (" +
+                      what + ")");
         }
-        if (result->Status != STATUS_SUCCESS) {
-            std::fprintf(stderr, " Completion with error at %s: status 0x%08X, type %d (%s)\n",
-                         flags_.server.empty() ? "server" : "client", static_cast<unsigned>(result->Status),
-                         static_cast<int>(result->Type), what);
-            std::exit(1);
-        }
+        if (result->Status != STATUS_SUCCESS)
+            Fatal(std::string(" Completion with error at ") + (flags_.server.empty() ? "server" : "client") + ": " +
+                  Describe(*result) + " (" + what + ")");
         return true;
+    }
+
+    // The end of a failed run (issue 8 §4): the failure; what ended the data connection, from the first of its
+    // requests flushed with a cause (a Terminate sent or received); whether registered memory changed under an
+    // injected fault; exit status 1.
+    [[noreturn]] void Fatal(const std::string& message) {
+        std::fprintf(stderr, "%s\n", message.c_str());
+        if (data_.connector != nullptr) {
+            const auto deadline = Clock::now() + std::chrono::seconds(2);
+            NDK_RESULT_EX result;
+            bool reported = false;
+            while (!reported && Clock::now() < deadline) {
+                if (data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, &result, 1) == 0) {
+                    if (!data_.disconnected) break;  // the data connection is up: nothing to explain
+                    usleep(1000);
+                    continue;
+                }
+                if (result.Status == STATUS_SUCCESS) continue;
+                std::fprintf(stderr, " data connection ended: %s\n", Describe(result).c_str());
+                reported = true;  // the first is the one that explains
+            }
+            if (data_.disconnected && !reported && flags_.server.empty())
+                std::fprintf(stderr, " data connection ended: no cause given\n");
+        }
+        CheckMemory();
+        std::fflush(stdout);
+        std::exit(1);
+    }
+
+    // With an injected fault nothing may be placed anywhere in the data areas (the peer's requests are refused
+    // by the one access check before any byte lands).
+    void CheckMemory() const {
+        if (flags_.inject == Flags::Inject::kNone || !flags_.server.empty()) return;
+        const bool same = Checksum() == checksum_;  // CheckMemory runs only after Run guarded the ranges
+        std::printf(" registered memory %s\n", same ? "unchanged" : "CHANGED");
+        if (!same) std::exit(3);
+    }
+
+    // FNV-1a over the bytes no request may touch: with a bad STag the whole data area and the guard page after
+    // the region; beyond the region, everything before the advertised TO and the guard page (the peer's segments
+    // that fall inside [TO, end) are placed, as DDP places each segment on its own, RFC 5041 §7).
+    uint64_t Checksum() const {
+        uint64_t sum = 0xcbf29ce484222325ull;
+        auto add = [&](size_t begin, size_t end) {
+            for (size_t i = begin; i < end; ++i) sum = (sum ^ buffer_[i]) * 0x100000001b3ull;
+        };
+        add(kAreas, guarded_end_);
+        add(bytes_, bytes_ + kGuard);
+        return sum;
+    }
+
+    void Guard(const Record& advertised) {
+        if (flags_.inject == Flags::Inject::kNone || !flags_.server.empty()) return;
+        guarded_end_ = flags_.inject == Flags::Inject::kBadStag
+                           ? bytes_
+                           : static_cast<size_t>(advertised.vaddr - reinterpret_cast<uintptr_t>(buffer_));
+        checksum_ = Checksum();
     }
 
     // One completion of `cq`, or the end of the run after kSilenceSeconds without one.
     NDK_RESULT_EX PollOne(NDK_CQ* cq, const char* what) {
         NDK_RESULT_EX result;
         if (!PollUntil(cq, Clock::now() + std::chrono::seconds(kSilenceSeconds), what, &result))
-            Fail(" Did not get Message for 120 Seconds (%s)", what);
+            Fatal(std::string(" Did not get Message for 120 Seconds (") + what + ")");
         return result;
     }
 
@@ -464,7 +602,15 @@ private:
         // send_bw on iWARP advertises its credit slot (siw-facts §2.4); write/read the exposed area
         record.vaddr =
             reinterpret_cast<uintptr_t>(buffer_ + (flags_.verb == Verb::kSend ? kCreditSlot : kAreas + area_));
+        if (flags_.server.empty()) Inject(&record, bytes_ - kAreas - area_);
         return record;
+    }
+
+    // --inject: a wrong key byte in the STag, or a TO whose requests cross the end of the region by half their
+    // size. `exposed` is how many bytes the region holds from the advertised TO on.
+    void Inject(Record* record, uint64_t exposed) const {
+        if (flags_.inject == Flags::Inject::kBadStag) record->rkey ^= 0x5A;
+        if (flags_.inject == Flags::Inject::kBeyondRegion) record->vaddr += exposed - flags_.size / 2;
     }
 
     SOCKADDR_INET Address(const std::string& text) const {
@@ -568,6 +714,8 @@ private:
     void AcceptData() {
         // perftest's server stops listening here; an NDK listener closes only after its connectors (CM-22), so
         // ours stays until the end.
+        // One receive the peer never fills: if the data connection ends, it is flushed with the cause (CQ-14).
+        if (flags_.verb != Verb::kSend) PostDataReceive();
         Accept(data_, ReadLimit(), false);
     }
 
@@ -651,7 +799,7 @@ private:
     // perftest's address cycling (increase_rem_addr): sizes up to half the cycle buffer walk through it in
     // cache-line-rounded steps; larger ones always use the start.
     uint64_t Offset(uint64_t index) const {
-        if (flags_.size > cycle_buffer_ / 2) return 0;
+        if (flags_.size > cycle_buffer_ / 2 || flags_.inject != Flags::Inject::kNone) return 0;
         const uint64_t step =
             flags_.size > cache_line_ ? (flags_.size + cache_line_ - 1) / cache_line_ * cache_line_ : cache_line_;
         return index % (cycle_buffer_ / step) * step;
@@ -673,6 +821,7 @@ private:
         const auto end =
             start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flags_.duration));
         bool stopping = false;
+        std::optional<Clock::time_point> gone;  // when the data connection's disconnect event came
         while (completed < iters && !(stopping && completed == posted)) {
             if (flags_.duration > 0 && !stopping && Clock::now() >= end) stopping = true;
             while (!stopping && posted < iters && posted - completed < flags_.tx_depth &&
@@ -693,20 +842,19 @@ private:
             NDK_RESULT_EX results[64];
             const ULONG got = data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, results, 64);
             if (got == 0) {
+                if (data_.disconnected && !gone) gone = Clock::now();
+                if (gone && Clock::now() - *gone > std::chrono::milliseconds(200))
+                    Fatal(" the server closed the data connection before the end");
                 if (posted > completed) continue;
                 // send_bw waiting for credit: poll the slot without burning the progress thread's core
-                if (data_.disconnected) Fail(" the server %s before the end", "disconnected");
                 usleep(1);
                 continue;
             }
             const auto now = Clock::now();
             for (ULONG i = 0; i < got; ++i) {
-                if (results[i].Status != STATUS_SUCCESS) {
-                    std::fprintf(stderr, " Completion with error at client: status 0x%08X, type %d, after %llu\n",
-                                 static_cast<unsigned>(results[i].Status), static_cast<int>(results[i].Type),
-                                 static_cast<unsigned long long>(completed));
-                    std::exit(1);
-                }
+                if (results[i].Status != STATUS_SUCCESS)
+                    Fatal(" Completion with error at client: " + Describe(results[i]) + ", after " +
+                          std::to_string(completed) + " completed");
                 if (peak) completed_at[completed] = now;
                 ++completed;
             }
@@ -757,7 +905,7 @@ private:
             NDK_RESULT_EX result;
             if (!PollUntil(data_cq_, deadline, "a Send", &result)) {
                 if (received > 0 && flags_.duration > 0) break;
-                Fail(" Did not get Message for 120 Seconds (%s)", "a Send");
+                Fatal(" Did not get Message for 120 Seconds (a Send)");
             }
             if (result.Type == NdkOperationTypeWrite) {
                 --credits_in_flight;
@@ -804,6 +952,8 @@ private:
     uint32_t cycle_buffer_ = kCycleBuffer;
     uint32_t cache_line_ = kCacheLine;
     uint64_t receives_posted_ = 0;
+    uint64_t checksum_ = 0;        // of the guarded bytes before the peer knew where to write (CheckMemory)
+    size_t guarded_end_ = kAreas;  // the guarded data area is [kAreas, guarded_end_), plus the guard page
     Connection comm_;
     Connection data_;
     Record remote_;

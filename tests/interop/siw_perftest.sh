@@ -62,7 +62,7 @@ for c in $cases; do
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
-  vm exec --name "$name" -- sh -c 'pkill -9 ib_; true' >/dev/null 2>&1
+  vm exec --name "$name" -- sh -c 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true' >/dev/null 2>&1
   vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward -s $size -n $count ${limit[*]} \
       >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
   vm wait --name "$name" --listen "$forward" >/dev/null 2>&1

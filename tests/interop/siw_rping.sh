@@ -65,7 +65,7 @@ for c in $cases; do
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
-  vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
+  vm exec --name "$name" -- sh -c 'killall -9 rping 2>/dev/null; true' >/dev/null 2>&1
   vm exec --name "$name" --bg -- sh -c "timeout 120 rping -s -a 0.0.0.0 -p $forward -C $count -S 65535 -V \
       >/tmp/rping-server.log 2>&1; echo rping-exit=\$? >>/tmp/rping-server.log" >/dev/null 2>&1
   vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
@@ -79,7 +79,7 @@ for c in $cases; do
   theirs=$(vm exec --name "$name" -- sh -c 'cat /tmp/rping-server.log' 2>/dev/null | grep -o 'rping-exit=[0-9]*')
   verdict "siw rping -s  <- ndkping --rping -c" "client done, $count iterations verified" /tmp/rping-server.log
   # ---- siw is the client ----
-  vm exec --name "$name" -- sh -c 'pkill -9 rping; true' >/dev/null 2>&1
+  vm exec --name "$name" -- sh -c 'killall -9 rping 2>/dev/null; true' >/dev/null 2>&1
   pcap="$out/rping-siw-client-$size${crc:+-$crc}.pcap"
   initiated=siw
   log="${pcap%.pcap}.log"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 8 §2: `ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R` (perftest's rdma_cm protocol) with softndk on both
 # ends, two processes over loopback: each tool at 2 B and 1 MiB, send_bw past its 512 receives (credits), a
-# duration run, --report_gbits; both sides exit 0 and print their row. Then the refusals: no -R, a bad flag.
+# duration run, --report_gbits; both sides exit 0 and print their row. Then requests refused across the two
+# processes (--inject, a Send larger than the receive), and the tool's own refusals: no -R, a bad flag.
 set -uo pipefail
 ndkperf="$1"
 log=$(mktemp -d)
@@ -36,6 +37,39 @@ run ib_send_bw -s 2 -n 3000
 run ib_send_bw -s 1048576 -n 50
 run ib_send_bw -s 4096 -D 1 -r 64
 run ib_write_bw -s 65536 -D 1
+# Issue 8 §4 between two softndk processes: a refused request ends both with the cause on both sides, and no
+# byte of the server's memory outside what it advertised (nor the guard page after its region) changes.
+refused() {  # tool, server flags, client flags, the client's expected line
+  local tool="$1" served="$2" asked="$3" expected="$4" port=$((20000 + RANDOM % 20000))
+  # shellcheck disable=SC2086
+  "$ndkperf" "$tool" -R -p "$port" $served >"$log/server" 2>&1 &
+  local server=$!
+  for _ in $(seq 100); do grep -q "Waiting for client" "$log/server" && break; sleep 0.05; done
+  # shellcheck disable=SC2086
+  timeout 60 "$ndkperf" "$tool" -R -p "$port" $asked 127.0.0.1 >"$log/client" 2>&1
+  local client=$?
+  timeout 30 tail --pid="$server" -f /dev/null
+  wait "$server"
+  local served_exit=$?
+  if [ "$client" -eq 1 ] && [ "$served_exit" -eq 1 ] && grep -q "Completion with error at client: $expected" "$log/client" &&
+     grep -q "data connection ended: .*cause" "$log/server" &&
+     { [[ "$served" != *inject* ]] || grep -q "registered memory unchanged" "$log/server"; }; then
+    echo "ok   refused: $tool server [$served] client [$asked]"
+  else
+    echo "FAIL refused: $tool server [$served] client [$asked] (client exit $client, server exit $served_exit)"
+    tail -n 4 "$log/client" "$log/server"
+    failed=1
+  fi
+}
+refused ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" "STATUS_CANCELLED .* cause DDP/0x1/0x00"
+refused ib_write_bw "-s 65536 -n 100 --inject beyond-region" "-s 65536 -n 100" "STATUS_CANCELLED .* cause DDP/0x1/0x01"
+refused ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+  "STATUS_REMOTE_RESOURCES (0xC000013D) on a read, cause RDMAP/0x1/0x01"
+refused ib_read_bw "-s 4096 -n 100" "-s 4096 -n 100 --inject bad-stag" "STATUS_INVALID_HANDLE (0xC0000008) on a read"
+refused ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" "STATUS_CANCELLED .* cause DDP/0x2/0x05"
+if "$ndkperf" ib_send_bw -R --inject bad-stag >/dev/null 2>&1; then
+  echo "FAIL --inject is refused for ib_send_bw"; failed=1
+fi
 if "$ndkperf" ib_write_bw -s 64 >"$log/refused" 2>&1 || ! grep -q "add -R" "$log/refused"; then
   echo "FAIL ib_write_bw without -R must be refused"; cat "$log/refused"; failed=1
 fi

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Issue 8 §4: errors across the boundary between softndk (`ndkperf ib_*_bw -R`) and Linux siw in a siw-vm guest.
+#  - siw initiates and softndk refuses (softndk's --inject on what it advertises, or a smaller receive): softndk
+#    sends the RFC 5040 Terminate, reports the cause, and no byte of its registered memory changes; siw logs
+#    `got TERMINATE. layer L, type T, code C` in dmesg (read through siw-vm exec), with siw's nibble order.
+#  - softndk initiates and siw refuses: softndk decodes siw's Terminate (siw's layout, siw-facts §3.9) into the
+#    spec's status and the cause.
+#  - either process killed mid-transfer: the other side ends within seconds with the reason.
+# Then a clean run both ways shows both sides still work, and the guest's dmesg has no kernel warning.
+# Exits 77 (skip) with one line saying why when no guest can be booted.
+# Usage: siw_errors.sh NDKPERF OUTDIR [SIWVM]
+set -u
+ndkperf="$1" out="$2"
+name="ndk-errors-$$"
+base=$((50000 + RANDOM % 10000))
+guest_ports=()
+for i in $(seq 0 11); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+SIWVM_PATH="${3:-}"
+# shellcheck source=siw_common.sh
+. "$(dirname "$0")/siw_common.sh"
+rm -f "$out"/errors-*
+failed=0
+index=0
+next_ports() { forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1)); index=$((index + 1)); }
+guest() { vm exec --name "$name" -- sh -c "$1" 2>/dev/null; }
+report() {  # verdict (0 = pass), what, detail; on failure the logs of both sides
+  if [ "$1" -eq 0 ]; then echo "ok   $2: $3"; else
+    echo "FAIL $2"; tail -n 4 "$log"; guest "tail -n 4 /tmp/errors-guest.log; dmesg | tail -n 3"; failed=1
+  fi
+}
+
+# siw initiates: `tool` in the guest with `theirs`, ndkperf serving with `ours`. Expects softndk's cause in its
+# log and siw's dmesg line.
+siw_initiates() {
+  local tool="$1" ours="$2" theirs="$3" cause="$4" logged="$5" memory="$6"
+  next_ports
+  pcap="$out/errors-siw-initiates-$index.pcap" log="${pcap%.pcap}.log"
+  guest 'dmesg -c >/dev/null'
+  # shellcheck disable=SC2086
+  SOFTNDK_TRACE="$pcap" timeout 60 "$ndkperf" "$tool" -R -p "$reverse" $ours >"$log" 2>&1 &
+  local server=$!
+  for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+  local theirs_exit
+  # 20 s: perftest's client has hung once after siw took our Terminate; timeout ends it (exit 143)
+  theirs_exit=$(guest "timeout 20 $tool -R -p $reverse $theirs \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
+  wait "$server"
+  local ours_exit=$?
+  local dmesg
+  dmesg=$(guest 'dmesg' | grep -o "siw: got TERMINATE.*" | head -1)
+  local verdict=1
+  if [ "$ours_exit" -eq 1 ] && [ "$theirs_exit" != 0 ] && grep -q "data connection ended: .*cause $cause" "$log" &&
+     [[ "$dmesg" == *"$logged"* ]] && { [ "$memory" != memory ] || grep -q "registered memory unchanged" "$log"; }; then
+    verdict=0
+  fi
+  report $verdict "siw $tool $theirs -> ndkperf $ours" \
+    "softndk refused with $cause${memory:+, its memory unchanged}; siw exit $theirs_exit, dmesg \"$dmesg\""
+}
+
+# softndk initiates: ndkperf with `ours` against `tool` serving in the guest. Expects the status and cause of the
+# refused request in softndk's log.
+softndk_initiates() {
+  local tool="$1" ours="$2" theirs="$3" expected="$4"
+  next_ports
+  pcap="$out/errors-softndk-initiates-$index.pcap" log="${pcap%.pcap}.log"
+  guest 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true'
+  vm exec --name "$name" --bg -- sh -c "timeout 50 $tool -R -p $forward $theirs >/tmp/errors-guest.log 2>&1; \
+      echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
+  vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+  # shellcheck disable=SC2086
+  SOFTNDK_TRACE="$pcap" timeout 60 "$ndkperf" "$tool" -R -p "$forward" $ours 127.0.0.1 >"$log" 2>&1
+  local ours_exit=$?
+  sleep 1
+  local theirs_exit
+  theirs_exit=$(guest 'cat /tmp/errors-guest.log' | grep -o 'exit=[0-9]*')
+  local verdict=1
+  if [ "$ours_exit" -eq 1 ] && grep -q "Completion with error at client: $expected" "$log" &&
+     [ -n "$theirs_exit" ] && [ "$theirs_exit" != exit=0 ]; then
+    verdict=0
+  fi
+  report $verdict "ndkperf $tool $ours -> siw $theirs" "softndk reports \"$expected\"; siw $theirs_exit"
+}
+
+# A process killed mid-transfer (ib_write_bw -D 20, killed after 4 s): the other side must end within 10 s.
+# When softndk is the victim, ndkperf itself is the background job (a `timeout` wrapper would take the SIGKILL
+# and leave ndkperf running); otherwise it runs under timeout.
+killed() {
+  victim_run() {
+    if [ "$victim" = softndk ]; then exec "$ndkperf" ib_write_bw -R -p "$@" -s 65536 -D 20; fi
+    timeout 60 "$ndkperf" ib_write_bw -R -p "$@" -s 65536 -D 20
+  }
+  local victim="$1" role="$2"
+  next_ports
+  log="$out/errors-killed-$victim-$role.log"
+  guest 'killall -9 ib_write_bw 2>/dev/null; true'
+  local port ours_pid
+  if [ "$role" = siw-server ]; then
+    port=$forward
+    vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $port -s 65536 -D 20 >/tmp/errors-guest.log \
+        2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
+    vm wait --name "$name" --listen "$port" >/dev/null 2>&1
+    victim_run "$port" 127.0.0.1 >"$log" 2>&1 &
+    ours_pid=$!
+  else
+    port=$reverse
+    victim_run "$port" >"$log" 2>&1 &
+    ours_pid=$!
+    for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+    vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $port -s 65536 -D 20 \$SIWVM_HOST \
+        >/tmp/errors-guest.log 2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
+  fi
+  sleep 4
+  local verdict=1 detail
+  if [ "$victim" = siw ]; then
+    guest 'killall -9 ib_write_bw'
+    local start=$SECONDS
+    timeout 10 tail --pid="$ours_pid" -f /dev/null
+    wait "$ours_pid"
+    local ours_exit=$?
+    detail="softndk exit $ours_exit after $((SECONDS - start)) s: $(grep -m1 -E 'Completion with error|the peer closed|closed the data' "$log" | sed 's/^ //')"
+    [ "$ours_exit" -eq 1 ] && [ $((SECONDS - start)) -le 10 ] && verdict=0
+  else
+    kill -9 "$ours_pid"
+    wait "$ours_pid" 2>/dev/null
+    local theirs_exit=""
+    for _ in $(seq 20); do
+      theirs_exit=$(guest 'cat /tmp/errors-guest.log' | grep -o 'exit=[0-9]*')
+      [ -n "$theirs_exit" ] && break
+      sleep 0.5
+    done
+    detail="siw's ib_write_bw ended with $theirs_exit"
+    [ -n "$theirs_exit" ] && [ "$theirs_exit" != exit=0 ] && verdict=0
+  fi
+  report $verdict "$victim process killed mid-transfer ($role)" "$detail"
+}
+
+# The causes softndk sends, and how siw 6.1 logs them: it reads the RFC layout's first byte with its own bitfield
+# order, so layer and type come out swapped (siw-facts §3.9); DDP/tagged (1/1) reads the same either way.
+siw_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
+  "DDP/0x1/0x00 (DDP tagged buffer: invalid STag)" "layer 1, type 1, code 0" memory
+siw_initiates ib_write_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+  "DDP/0x1/0x01 (DDP tagged buffer: base or bounds violation)" "layer 1, type 1, code 1" memory
+siw_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+  "RDMAP/0x1/0x01 (RDMAP remote protection: base or bounds violation)" "layer 1, type 0, code 1" memory
+siw_initiates ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" \
+  "DDP/0x2/0x05 (DDP untagged buffer: message too long for available buffer)" "layer 2, type 1, code 5" ""
+softndk_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
+  "STATUS_CANCELLED (0xC0000120) on a write, cause DDP/0x1/0x00 (DDP tagged buffer: invalid STag)"
+softndk_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+  "STATUS_REMOTE_RESOURCES (0xC000013D) on a read, cause RDMAP/0x1/0x01 (RDMAP remote protection: base or bounds violation)"
+softndk_initiates ib_send_bw "-s 8192 -n 100" "-s 4096 -n 100" \
+  "STATUS_CANCELLED (0xC0000120) on a send, cause DDP/0x2/0x02 (DDP untagged buffer: invalid MSN, no buffer available)"
+killed siw siw-server
+killed siw siw-client
+killed softndk siw-server
+killed softndk siw-client
+
+# Both sides keep running: a clean ib_write_bw each way, and no kernel warning in the guest.
+next_ports
+log="$out/errors-after-siw-server.log"
+vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $forward -s 4096 -n 200 >/tmp/errors-guest.log \
+    2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
+vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+timeout 60 "$ndkperf" ib_write_bw -R -p "$forward" -s 4096 -n 200 127.0.0.1 >"$log" 2>&1
+ours_exit=$?
+sleep 1
+clean=1
+[ "$ours_exit" -eq 0 ] && guest 'cat /tmp/errors-guest.log' | grep -q 'exit=0' && clean=0
+log="$out/errors-after-siw-client.log"
+timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
+server=$!
+for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
+wait "$server" || clean=1
+[ "$theirs_exit" = 0 ] || clean=1
+guest dmesg >"$out/siw-dmesg-errors.txt"
+if grep -q -E "WARNING|BUG|Oops|Call Trace" "$out/siw-dmesg-errors.txt"; then clean=1; fi
+report $clean "both sides keep running" "a clean ib_write_bw -R each way afterwards; no kernel warning in dmesg"
+exit $failed
