@@ -21,7 +21,8 @@ for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan
   status=0
   read -r script tool <<<"$suite"
   tests/interop/"$script" "$tool" build/asan/interop || status=$?
-  if [ "$status" -ne 0 ] && [ "$status" -ne 77 ]; then
+  [ "$status" -eq 77 ] && break  # the suite said why in one line; the others would say the same
+  if [ "$status" -ne 0 ]; then
     echo "interop failed ($script); captures and tshark summaries are in build/asan/interop"
     exit "$status"
   fi

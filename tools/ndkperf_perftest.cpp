@@ -318,7 +318,8 @@ public:
         Waiter pd;
         pd_ = Created(pd, adapter_->Dispatch->NdkCreatePd(adapter_, &Waiter::OnCreate, &pd, &pd_), &pd_, "NdkCreatePd");
         comm_cq_ = CreateCq(8);
-        data_cq_ = CreateCq(flags_.tx_depth + flags_.rx_depth + 16);
+        data_cq_ = CreateCq(flags_.rx_depth + 16);       // the data QP's receives
+        data_send_cq_ = CreateCq(flags_.tx_depth + 16);  // its Writes, Reads, Sends and credit Writes
         area_ = ROUND_TO_PAGES(std::max<uint64_t>(flags_.size, kCycleBuffer));
         bytes_ = kAreas + 2 * area_;  // registered; a guard page follows, mapped but not registered
         buffer_ = static_cast<uint8_t*>(
@@ -337,8 +338,8 @@ public:
                   &Waiter::OnRequest, &registered)),
               "NdkRegisterMr");
         local_token_ = mr_->Dispatch->NdkGetLocalTokenFromMr(mr_);
-        comm_.qp = CreateQp(comm_cq_, 2, 2);
-        data_.qp = CreateQp(data_cq_, flags_.rx_depth + 1, flags_.tx_depth + 8);
+        comm_.qp = CreateQp(comm_cq_, comm_cq_, 2, 2);
+        data_.qp = CreateQp(data_cq_, data_send_cq_, flags_.rx_depth + 1, flags_.tx_depth + 8);
         psn_ = static_cast<uint32_t>(random()) & 0xffffff;
     }
 
@@ -352,6 +353,7 @@ public:
         MmUnlockPages(mdl_);
         IoFreeMdl(mdl_);
         munmap(buffer_, bytes_ + kGuard);
+        CloseObject(data_send_cq_);
         CloseObject(data_cq_);
         CloseObject(comm_cq_);
         CloseObject(pd_);
@@ -401,6 +403,9 @@ public:
             }
         }
         std::printf("%s", kLine);
+        // iWARP Writes and Sends complete when sent: a refusal comes back as a Terminate on the data connection,
+        // which by now (the server answered behind it) has arrived. The run did not succeed then.
+        if (data_.disconnected) Fatal(" the data connection ended during the run");
         Handshake(mine);  // the closing handshake (#16, send_bw #11)
         Disconnect(data_);
         Disconnect(comm_);
@@ -423,12 +428,12 @@ private:
                        &cq, "NdkCreateCq");
     }
 
-    NDK_QP* CreateQp(NDK_CQ* cq, ULONG receive_depth, ULONG initiator_depth) {
+    NDK_QP* CreateQp(NDK_CQ* receive_cq, NDK_CQ* initiator_cq, ULONG receive_depth, ULONG initiator_depth) {
         Waiter created;
         NDK_QP* qp = nullptr;
         return Created(created,
-                       pd_->Dispatch->NdkCreateQp(pd_, cq, cq, this, receive_depth, initiator_depth, 1, 1, 0,
-                                                  &Waiter::OnCreate, &created, &qp),
+                       pd_->Dispatch->NdkCreateQp(pd_, receive_cq, initiator_cq, this, receive_depth, initiator_depth,
+                                                  1, 1, 0, &Waiter::OnCreate, &created, &qp),
                        &qp, "NdkCreateQp");
     }
 
@@ -443,7 +448,7 @@ private:
     // One completion of `cq` before `deadline` (false when it passed). A failed completion ends the run.
     bool PollUntil(NDK_CQ* cq, Clock::time_point deadline, const char* what, NDK_RESULT_EX* result) {
         // A peer's graceful close (FIN) leaves our requests posted (CM-27): the disconnect event ends the wait.
-        const Connection& connection = cq == comm_cq_ ? comm_ : data_;
+        const Connection& connection = cq == comm_cq_ ? comm_ : data_;  // data_cq_ or data_send_cq_
         std::optional<Clock::time_point> gone;
         for (unsigned spins = 0; cq->Dispatch->NdkGetCqResultsEx(cq, result, 1) == 0; ++spins) {
             if (spins % 1024 == 0 && Clock::now() > deadline) return false;
@@ -470,7 +475,8 @@ private:
             NDK_RESULT_EX result;
             bool reported = false;
             while (!reported && Clock::now() < deadline) {
-                if (data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, &result, 1) == 0) {
+                if (data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, &result, 1) == 0 &&
+                    data_send_cq_->Dispatch->NdkGetCqResultsEx(data_send_cq_, &result, 1) == 0) {
                     if (!data_.disconnected) break;  // the data connection is up: nothing to explain
                     usleep(1000);
                     continue;
@@ -487,8 +493,7 @@ private:
         std::exit(1);
     }
 
-    // With an injected fault nothing may be placed anywhere in the data areas (the peer's requests are refused
-    // by the one access check before any byte lands).
+    // With an injected fault no byte outside what was advertised may change (Checksum says which bytes).
     void CheckMemory() const {
         if (flags_.inject == Flags::Inject::kNone || !flags_.server.empty()) return;
         const bool same = Checksum() == checksum_;  // CheckMemory runs only after Run guarded the ranges
@@ -530,31 +535,38 @@ private:
         Check(comm_.qp->Dispatch->NdkReceive(comm_.qp, nullptr, &sge, 1), "NdkReceive");
     }
 
-    // One control message each way on comm: the client Sends first and the server answers (siw-facts §2.3). The
-    // one receive is posted again before anything is sent, as the peer's next message may follow at once.
+    // One control message each way on comm: the client Sends first and the server answers (siw-facts §2.3).
+    // Every receive is copied out and posted again at once, as perftest does: the peer's next message may come
+    // before our Send's completion, and then waits in inbox_ for the next exchange. The peer's death ends the
+    // wait (its disconnect event); silence alone does not, as perftest's write/read server waits for ever.
     std::vector<uint8_t> Exchange(const void* data, size_t length) {
         const bool server = flags_.server.empty();
-        bool send_done = server, received = false;
-        std::vector<uint8_t> message;
         auto post_send = [&] {
             std::memcpy(buffer_ + kSendSlot, data, length);
             NDK_SGE sge = Sge(kSendSlot, length);
             Check(comm_.qp->Dispatch->NdkSend(comm_.qp, nullptr, &sge, 1, 0), "NdkSend");
         };
+        auto await = [&](bool want_receive) {  // one Send completion, or one message into inbox_
+            for (;;) {
+                if (want_receive && !inbox_.empty()) return;
+                NDK_RESULT_EX result;
+                PollUntil(comm_cq_, Clock::time_point::max(), "a control message", &result);
+                if (result.Type == NdkOperationTypeSend) {
+                    if (!want_receive) return;
+                    continue;
+                }
+                inbox_.emplace_back(buffer_ + kReceiveSlot, buffer_ + kReceiveSlot + result.BytesTransferred);
+                PostControlReceive();
+            }
+        };
         if (!server) post_send();
-        while (!received || !send_done) {
-            const NDK_RESULT_EX result = PollOne(comm_cq_, "a control message");
-            if (result.Type == NdkOperationTypeSend) {
-                send_done = true;
-                continue;
-            }
-            received = true;
-            message.assign(buffer_ + kReceiveSlot, buffer_ + kReceiveSlot + result.BytesTransferred);
-            PostControlReceive();
-            if (server) {
-                post_send();
-                send_done = false;
-            }
+        if (!server) await(false);
+        await(true);
+        std::vector<uint8_t> message = std::move(inbox_.front());
+        inbox_.pop_front();
+        if (server) {
+            post_send();
+            await(false);
         }
         return message;
     }
@@ -661,7 +673,10 @@ private:
         Connect(comm_, 0);
     }
 
-    void ConnectData() { Connect(data_, ReadLimit()); }
+    void ConnectData() {
+        PostDataReceive();  // never filled (the server never Sends on it): flushed with the cause if the run fails
+        Connect(data_, ReadLimit());
+    }
 
     // ---- the server's connections ----
 
@@ -806,7 +821,7 @@ private:
     }
 
     uint32_t Credit() const {
-        return __atomic_load_n(reinterpret_cast<const uint32_t*>(buffer_ + kCreditSlot), __ATOMIC_ACQUIRE);
+        return le32toh(__atomic_load_n(reinterpret_cast<const uint32_t*>(buffer_ + kCreditSlot), __ATOMIC_ACQUIRE));
     }
 
     // The client: Writes, Reads or Sends with tx_depth in flight, all signalled; for Sends also fewer than rx_depth
@@ -840,7 +855,7 @@ private:
                 ++posted;
             }
             NDK_RESULT_EX results[64];
-            const ULONG got = data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, results, 64);
+            const ULONG got = data_send_cq_->Dispatch->NdkGetCqResultsEx(data_send_cq_, results, 64);
             if (got == 0) {
                 if (data_.disconnected && !gone) gone = Clock::now();
                 if (gone && Clock::now() - *gone > std::chrono::milliseconds(200))
@@ -907,21 +922,20 @@ private:
                 if (received > 0 && flags_.duration > 0) break;
                 Fatal(" Did not get Message for 120 Seconds (a Send)");
             }
-            if (result.Type == NdkOperationTypeWrite) {
-                --credits_in_flight;
-                continue;
-            }
             last = Clock::now();
             if (received++ == 0) first = last;
             if (flags_.duration > 0 || receives_posted_ < flags_.iters) {
                 PostDataReceive();
                 ++receives_posted_;
             }
+            NDK_RESULT_EX written;  // credit Writes done (their own CQ, as perftest's send CQ)
+            while (data_send_cq_->Dispatch->NdkGetCqResultsEx(data_send_cq_, &written, 1) == 1) {
+                if (written.Status != STATUS_SUCCESS) Fatal(" Completion with error at server: " + Describe(written));
+                --credits_in_flight;
+            }
             if ((received % flags_.rx_depth) % credit_every == 0) {
-                while (credits_in_flight >= flags_.tx_depth) {
-                    PollOne(data_cq_, "a credit Write");  // only Writes can be outstanding here at the limit
-                    --credits_in_flight;
-                }
+                for (; credits_in_flight >= flags_.tx_depth; --credits_in_flight)
+                    PollOne(data_send_cq_, "a credit Write");
                 __atomic_store_n(credit_source, htole32(static_cast<uint32_t>(received)), __ATOMIC_RELEASE);
                 NDK_SGE sge = Sge(kCreditSource, 4);
                 Check(data_.qp->Dispatch->NdkWrite(data_.qp, nullptr, &sge, 1, remote_.vaddr, remote_.rkey, 0),
@@ -929,10 +943,7 @@ private:
                 ++credits_in_flight;
             }
         }
-        while (credits_in_flight > 0) {
-            const NDK_RESULT_EX result = PollOne(data_cq_, "a credit Write");
-            if (result.Type == NdkOperationTypeWrite) --credits_in_flight;
-        }
+        for (; credits_in_flight > 0; --credits_in_flight) PollOne(data_send_cq_, "a credit Write");
         return Measure(received, std::chrono::duration<double>(last - first).count(), 0);
     }
 
@@ -941,6 +952,7 @@ private:
     NDK_PD* pd_ = nullptr;
     NDK_CQ* comm_cq_ = nullptr;
     NDK_CQ* data_cq_ = nullptr;
+    NDK_CQ* data_send_cq_ = nullptr;
     NDK_MR* mr_ = nullptr;
     NDK_LISTENER* listener_ = nullptr;
     MDL* mdl_ = nullptr;
@@ -952,8 +964,9 @@ private:
     uint32_t cycle_buffer_ = kCycleBuffer;
     uint32_t cache_line_ = kCacheLine;
     uint64_t receives_posted_ = 0;
-    uint64_t checksum_ = 0;        // of the guarded bytes before the peer knew where to write (CheckMemory)
-    size_t guarded_end_ = kAreas;  // the guarded data area is [kAreas, guarded_end_), plus the guard page
+    std::deque<std::vector<uint8_t>> inbox_;  // control messages received, not yet taken (Exchange)
+    uint64_t checksum_ = 0;                   // of the guarded bytes before the peer knew where to write (CheckMemory)
+    size_t guarded_end_ = kAreas;             // the guarded data area is [kAreas, guarded_end_), plus the guard page
     Connection comm_;
     Connection data_;
     Record remote_;

@@ -5,9 +5,10 @@
  * Per iteration (§1.3): the client Sends {start_buf VA, STag, size} (16 bytes, big-endian); the server Reads
  * that many bytes into its rdma_buf and answers with a 16-byte go-ahead Send; the client Sends {rdma_buf VA,
  * STag, size}; the server Writes its buffer there and answers with a second go-ahead; -V compares the buffers.
- * The connection asks for IRD 1 and ORD 1 with no private data, as rping does; the server accepts with the
- * limits the client asked for, mirrored (librdmacm's rdma_accept(…, NULL) does the same). Exit status 0 when
- * every iteration passed. */
+ * The connection asks for IRD 1 and ORD 1 with no private data, as rping does (softndk's --limits N asks for N,
+ * issue 8 §3); the server accepts with the limits the client asked for, mirrored (librdmacm's rdma_accept(…,
+ * NULL) does the same). With -V the server also checks that what it Read is rping's pattern for that iteration.
+ * Exit status 0 when every iteration passed (and, for a server with -C, when all of them came). */
 #include <arpa/inet.h>
 #include <endian.h>
 #include <stdatomic.h>
@@ -40,6 +41,7 @@ typedef struct {
     unsigned char* start_buf;
     unsigned char* rdma_buf;
     int debug;
+    ULONG limits;                     /* the client's IRD and ORD (rping: 1) */
     NDK_RESULT_EX stash[RPING_STASH]; /* completions that came before the one waited for (rping_expect) */
     int stashed;
 } rping_t;
@@ -178,6 +180,17 @@ static int rping_expect(rping_t* r, NDK_OPERATION_TYPE type, const char* what, N
     return 1;
 }
 
+/* rping's ping data for iteration `ping` (rping.c): "rdma-ping-%d: ", then characters from `start` cycling
+ * 'A' … 'z', a NUL last. `start` advances per iteration. */
+static void rping_pattern(unsigned char* buffer, ULONG size, int ping, int start) {
+    const int written = snprintf((char*)buffer, size, "rdma-ping-%d: ", ping);
+    for (int i = written, c = start; i < (int)size; ++i) {
+        buffer[i] = (unsigned char)c;
+        if (++c > 122) c = 65;
+    }
+    buffer[size - 1] = 0;
+}
+
 /* struct rping_rdma_info: buf (be64), rkey (be32), size (be32). */
 static void rping_send_info(rping_t* r, const void* buffer, ULONG size) {
     const uint64_t address = htobe64((uint64_t)(uintptr_t)buffer);
@@ -191,7 +204,8 @@ static void rping_send_info(rping_t* r, const void* buffer, ULONG size) {
     rping_expect(r, NdkOperationTypeSend, "send", NULL);
 }
 
-static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, int count, ULONG size, int verbose) {
+static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, int count, ULONG size, int verbose,
+                        int validate) {
     ndk_wait_t wait = {0};
     r->listener = ndk_created(&wait,
                               r->adapter->Dispatch->NdkCreateListener(r->adapter, rping_on_connect, NULL,
@@ -218,6 +232,8 @@ static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     if (r->debug) printf("ndkping --rping: accepted\n");
     int done = 0;
     NDK_RESULT_EX result;
+    unsigned char* expected = malloc(size);
+    if (expected == NULL) ndk_check(STATUS_INSUFFICIENT_RESOURCES, "malloc");
     for (; count == 0 || done < count; ++done) {
         /* the client's start_buf: Read it */
         if (!rping_expect(r, NdkOperationTypeReceive, "receive", &result)) break;
@@ -232,12 +248,21 @@ static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
         if (remote_length > size) {
             fprintf(stderr, "ndkping --rping: the client's size %u is above this server's -S %u\n", remote_length,
                     size);
+            free(expected);
             return 1;
         }
         rping_post_receive(r);
         NDK_SGE sink = rping_sge(r, r->rdma_buf, remote_length);
         ndk_check(r->qp->Dispatch->NdkRead(r->qp, NULL, &sink, 1, remote_address, remote_token, 0), "NdkRead");
         if (!rping_expect(r, NdkOperationTypeRead, "rdma read", NULL)) break;
+        if (validate) { /* the client's start_buf for this iteration, as rping builds it */
+            rping_pattern(expected, remote_length, done, 65 + done % 58);
+            if (memcmp(expected, r->rdma_buf, remote_length) != 0) {
+                fprintf(stderr, "ndkping --rping: data mismatch in iteration %d\n", done);
+                free(expected);
+                return 1;
+            }
+        }
         if (verbose) printf("server ping data: %s\n", (const char*)r->rdma_buf);
         memset(r->send, 0, RPING_INFO); /* the go-ahead: 16 bytes, content ignored */
         NDK_SGE go = rping_sge(r, r->send, RPING_INFO);
@@ -261,8 +286,9 @@ static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     for (int waited = 0; waited < 10000 && !atomic_load(&g_rping_disconnected); ++waited) usleep(1000);
     ndk_wait_t disconnected = {0};
     ndk_wait(&disconnected, r->connector->Dispatch->NdkDisconnect(r->connector, ndk_wait_on_request, &disconnected));
-    printf("ndkping --rping: server done, %d iterations\n", done);
-    return 0;
+    free(expected);
+    printf("ndkping --rping: server done, %d iterations%s\n", done, validate ? " verified" : "");
+    return count != 0 && done != count;
 }
 
 static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, int count, ULONG size, int verbose,
@@ -279,8 +305,8 @@ static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     rping_post_receive(r);
     ndk_wait_t connected = {0}, completed = {0};
     ndk_check(ndk_wait(&connected, r->connector->Dispatch->NdkConnect(r->connector, r->qp, (PSOCKADDR)&source, length,
-                                                                      (PSOCKADDR)address, length, 1, 1, NULL, 0,
-                                                                      ndk_wait_on_request, &connected)),
+                                                                      (PSOCKADDR)address, length, r->limits, r->limits,
+                                                                      NULL, 0, ndk_wait_on_request, &connected)),
               "NdkConnect");
     ndk_check(ndk_wait(&completed, r->connector->Dispatch->NdkCompleteConnect(r->connector, rping_on_disconnect, NULL,
                                                                               ndk_wait_on_request, &completed)),
@@ -288,14 +314,8 @@ static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     if (r->debug) printf("ndkping --rping: connected\n");
     int start = 65, failed = 0, done = 0;
     for (int ping = 0; count == 0 || ping < count; ++ping) {
-        /* rping's pattern: "rdma-ping-%d: " then characters from `start`, 'A' … 'z' cycling, NUL last */
-        int written = snprintf((char*)r->start_buf, size, "rdma-ping-%d: ", ping);
-        for (int i = written, c = start; i < (int)size; ++i) {
-            r->start_buf[i] = (unsigned char)c;
-            if (++c > 122) c = 65;
-        }
+        rping_pattern(r->start_buf, size, ping, start);
         if (++start > 122) start = 65;
-        r->start_buf[size - 1] = 0;
         memset(r->rdma_buf, 0, size);
         rping_send_info(r, r->start_buf, size);
         if (!rping_expect(r, NdkOperationTypeReceive, "receive", NULL)) break; /* the server Read it */
@@ -319,6 +339,7 @@ static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
 
 int ndkping_rping_main(int argc, char** argv) {
     int server = 0, client = 0, verbose = 0, validate = 0, debug = 0, count = 0;
+    ULONG limits = 1;
     unsigned port = RPING_PORT;
     unsigned long size = 64;
     const char* address_text = NULL;
@@ -343,15 +364,19 @@ int ndkping_rping_main(int argc, char** argv) {
             count = atoi(argv[++i]);
         } else if (strcmp(arg, "-S") == 0 && i + 1 < argc) {
             size = strtoul(argv[++i], NULL, 0);
+        } else if (strcmp(arg, "--limits") == 0 && i + 1 < argc) { /* softndk's, not rping's (issue 8 §3) */
+            limits = (ULONG)strtoul(argv[++i], NULL, 0);
         } else {
-            fprintf(stderr, "usage: ndkping --rping -s|-c [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d]\n");
+            fprintf(
+                stderr,
+                "usage: ndkping --rping -s|-c [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d] [--limits N]\n");
             return 2;
         }
     }
     if (server == client || (client && address_text == NULL) || port == 0 || port > 65535 || count < 0 ||
-        size < RPING_MIN_SIZE || size > RPING_MAX_SIZE) {
-        fprintf(stderr, "ndkping --rping: one of -s or -c, a client's -a, a port, and -S %d … %d\n", RPING_MIN_SIZE,
-                RPING_MAX_SIZE);
+        size < RPING_MIN_SIZE || size > RPING_MAX_SIZE || limits < 1 || limits > 128) {
+        fprintf(stderr, "ndkping --rping: one of -s or -c, a client's -a, a port, -S %d … %d and --limits 1 … 128\n",
+                RPING_MIN_SIZE, RPING_MAX_SIZE);
         return 2;
     }
     if (address_text == NULL) address_text = "0.0.0.0";
@@ -375,7 +400,8 @@ int ndkping_rping_main(int argc, char** argv) {
     memset(&r, 0, sizeof(r));
     r.debug = debug;
     rping_open(&r, (ULONG)size);
-    const int status = server ? rping_server(&r, &address, length, count, (ULONG)size, verbose)
+    r.limits = limits;
+    const int status = server ? rping_server(&r, &address, length, count, (ULONG)size, verbose, validate)
                               : rping_client(&r, &address, length, count, (ULONG)size, verbose, validate);
     rping_close(&r);
     return status;

@@ -22,12 +22,16 @@ trap 'vm stop --name "$name" >/dev/null 2>&1' EXIT
 echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/siw-vm-start-$name.log" | head -1)"
 
 # The opcodes tshark decodes in a capture, and its CRC verdicts, for reading without re-running; the full decode
-# goes beside the capture.
+# goes beside the capture. Fails when tshark cannot read the capture or finds no RDMAP message in it.
 summary() {
-  tshark -r "$1" -O iwarp_mpa,iwarp_ddp_rdmap >"${1%.pcap}.txt" 2>&1
-  tshark -r "$1" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' | grep . | sort | uniq -c |
-    awk '{printf "%s opcode %s; ", $1, $2}'
+  tshark -r "$1" -O iwarp_mpa,iwarp_ddp_rdmap >"${1%.pcap}.txt" 2>&1 || return 1
+  local opcodes
+  opcodes=$(tshark -r "$1" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' | grep . | sort | uniq -c |
+    awk '{printf "%s opcode %s; ", $1, $2}')
+  [ -n "$opcodes" ] || return 1
+  printf "%s" "$opcodes"
   local good bad
   good=$(grep -c "Good CRC32" "${1%.pcap}.txt") bad=$(grep -c "Bad CRC32" "${1%.pcap}.txt")
   if [ "$good" -gt 0 ] || [ "$bad" -gt 0 ]; then printf "%s good CRC32, %s bad" "$good" "$bad"; fi
+  return 0
 }

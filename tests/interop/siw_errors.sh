@@ -48,12 +48,14 @@ siw_initiates() {
   local dmesg
   dmesg=$(guest 'dmesg' | grep -o "siw: got TERMINATE.*" | head -1)
   local verdict=1
-  if [ "$ours_exit" -eq 1 ] && [ "$theirs_exit" != 0 ] && grep -q "data connection ended: .*cause $cause" "$log" &&
-     [[ "$dmesg" == *"$logged"* ]] && { [ "$memory" != memory ] || grep -q "registered memory unchanged" "$log"; }; then
+  local info=""
+  if [ "$ours_exit" -eq 1 ] && [ "$theirs_exit" != 0 ] && grep -Eq "$cause" "$log" &&
+     [[ "$dmesg" == *"$logged"* ]] && { [ "$memory" != memory ] || grep -q "registered memory unchanged" "$log"; } &&
+     info=$(summary "$pcap"); then
     verdict=0
   fi
   report $verdict "siw $tool $theirs -> ndkperf $ours" \
-    "softndk refused with $cause${memory:+, its memory unchanged}; siw exit $theirs_exit, dmesg \"$dmesg\""
+    "softndk: $(grep -m1 -Eo "$cause" "$log")${memory:+; its memory unchanged}; siw exit $theirs_exit, dmesg \"$dmesg\" ($info)"
 }
 
 # softndk initiates: ndkperf with `ours` against `tool` serving in the guest. Expects the status and cause of the
@@ -72,12 +74,14 @@ softndk_initiates() {
   sleep 1
   local theirs_exit
   theirs_exit=$(guest 'cat /tmp/errors-guest.log' | grep -o 'exit=[0-9]*')
-  local verdict=1
-  if [ "$ours_exit" -eq 1 ] && grep -q "Completion with error at client: $expected" "$log" &&
-     [ -n "$theirs_exit" ] && [ "$theirs_exit" != exit=0 ]; then
+  local verdict=1 info=""
+  # The refused request's completion, or the flushed receive's when every Write or Send had completed as sent
+  if [ "$ours_exit" -eq 1 ] && grep -Eq "(Completion with error at client|data connection ended): $expected" "$log" &&
+     [ -n "$theirs_exit" ] && [ "$theirs_exit" != exit=0 ] && info=$(summary "$pcap"); then
     verdict=0
   fi
-  report $verdict "ndkperf $tool $ours -> siw $theirs" "softndk reports \"$expected\"; siw $theirs_exit"
+  report $verdict "ndkperf $tool $ours -> siw $theirs" \
+    "softndk: $(grep -m1 -Eo "(Completion with error at client|data connection ended): $expected" "$log"); siw $theirs_exit ($info)"
 }
 
 # A process killed mid-transfer (ib_write_bw -D 20, killed after 4 s): the other side must end within 10 s.
@@ -91,6 +95,7 @@ killed() {
   local victim="$1" role="$2"
   next_ports
   log="$out/errors-killed-$victim-$role.log"
+  export SOFTNDK_TRACE="${log%.log}.pcap"
   guest 'killall -9 ib_write_bw 2>/dev/null; true'
   local port ours_pid
   if [ "$role" = siw-server ]; then
@@ -117,7 +122,8 @@ killed() {
     wait "$ours_pid"
     local ours_exit=$?
     detail="softndk exit $ours_exit after $((SECONDS - start)) s: $(grep -m1 -E 'Completion with error|the peer closed|closed the data' "$log" | sed 's/^ //')"
-    [ "$ours_exit" -eq 1 ] && [ $((SECONDS - start)) -le 10 ] && verdict=0
+    [ "$ours_exit" -eq 1 ] && [ $((SECONDS - start)) -le 10 ] &&
+      grep -Eq "Completion with error|the peer closed|closed the data" "$log" && verdict=0
   else
     kill -9 "$ours_pid"
     wait "$ours_pid" 2>/dev/null
@@ -130,25 +136,33 @@ killed() {
     detail="siw's ib_write_bw ended with $theirs_exit"
     [ -n "$theirs_exit" ] && [ "$theirs_exit" != exit=0 ] && verdict=0
   fi
-  report $verdict "$victim process killed mid-transfer ($role)" "$detail"
+  unset SOFTNDK_TRACE
+  local info
+  # A killed softndk may not have written its last records; its capture is kept but not required to decode
+  info=$(summary "${log%.log}.pcap") || { [ "$victim" = siw ] && verdict=1; }
+  report $verdict "$victim process killed mid-transfer ($role)" "$detail ($info)"
 }
 
 # The causes softndk sends, and how siw 6.1 logs them: it reads the RFC layout's first byte with its own bitfield
 # order, so layer and type come out swapped (siw-facts §3.9); DDP/tagged (1/1) reads the same either way.
 siw_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
-  "DDP/0x1/0x00 (DDP tagged buffer: invalid STag)" "layer 1, type 1, code 0" memory
+  "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause DDP/0x1/0x00 \(DDP tagged buffer: invalid STag\)" \
+  "layer 1, type 1, code 0" memory
 siw_initiates ib_write_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
-  "DDP/0x1/0x01 (DDP tagged buffer: base or bounds violation)" "layer 1, type 1, code 1" memory
+  "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause DDP/0x1/0x01 \(DDP tagged buffer: base or bounds violation\)" \
+  "layer 1, type 1, code 1" memory
 siw_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
-  "RDMAP/0x1/0x01 (RDMAP remote protection: base or bounds violation)" "layer 1, type 0, code 1" memory
+  "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause RDMAP/0x1/0x01 \(RDMAP remote protection: base or bounds violation\)" \
+  "layer 1, type 0, code 1" ""
 siw_initiates ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" \
-  "DDP/0x2/0x05 (DDP untagged buffer: message too long for available buffer)" "layer 2, type 1, code 5" ""
+  "Completion with error at server: STATUS_BUFFER_OVERFLOW \(0x80000005\) on a receive, cause DDP/0x2/0x05 \(DDP untagged buffer: message too long for available buffer\)" \
+  "layer 2, type 1, code 5" ""
 softndk_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
-  "STATUS_CANCELLED (0xC0000120) on a write, cause DDP/0x1/0x00 (DDP tagged buffer: invalid STag)"
+  "STATUS_CANCELLED \(0xC0000120\) on a (write|receive), cause DDP/0x1/0x00 \(DDP tagged buffer: invalid STag\)"
 softndk_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
-  "STATUS_REMOTE_RESOURCES (0xC000013D) on a read, cause RDMAP/0x1/0x01 (RDMAP remote protection: base or bounds violation)"
+  "STATUS_REMOTE_RESOURCES \(0xC000013D\) on a read, cause RDMAP/0x1/0x01 \(RDMAP remote protection: base or bounds violation\)"
 softndk_initiates ib_send_bw "-s 8192 -n 100" "-s 4096 -n 100" \
-  "STATUS_CANCELLED (0xC0000120) on a send, cause DDP/0x2/0x02 (DDP untagged buffer: invalid MSN, no buffer available)"
+  "STATUS_CANCELLED \(0xC0000120\) on a (send|receive), cause DDP/0x2/0x02 \(DDP untagged buffer: invalid MSN, no buffer available\)"
 killed siw siw-server
 killed siw siw-client
 killed softndk siw-server
@@ -160,13 +174,13 @@ log="$out/errors-after-siw-server.log"
 vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $forward -s 4096 -n 200 >/tmp/errors-guest.log \
     2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
 vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-timeout 60 "$ndkperf" ib_write_bw -R -p "$forward" -s 4096 -n 200 127.0.0.1 >"$log" 2>&1
+SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$forward" -s 4096 -n 200 127.0.0.1 >"$log" 2>&1
 ours_exit=$?
 sleep 1
 clean=1
 [ "$ours_exit" -eq 0 ] && guest 'cat /tmp/errors-guest.log' | grep -q 'exit=0' && clean=0
 log="$out/errors-after-siw-client.log"
-timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
+SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
 theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
@@ -174,5 +188,6 @@ wait "$server" || clean=1
 [ "$theirs_exit" = 0 ] || clean=1
 guest dmesg >"$out/siw-dmesg-errors.txt"
 if grep -q -E "WARNING|BUG|Oops|Call Trace" "$out/siw-dmesg-errors.txt"; then clean=1; fi
+summary "$out/errors-after-siw-server.pcap" >/dev/null && summary "$out/errors-after-siw-client.pcap" >/dev/null || clean=1
 report $clean "both sides keep running" "a clean ib_write_bw -R each way afterwards; no kernel warning in dmesg"
 exit $failed

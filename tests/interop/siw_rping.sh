@@ -2,8 +2,8 @@
 # Issue 8 §1: rping between softndk (`ndkping --rping`) and Linux soft-iWARP (siw) in a siw-vm guest, both ways:
 #   siw as server: `rping -s` in the guest, `ndkping --rping -c` on the host (through siw-vm --forward);
 #   siw as client: `ndkping --rping -s` on the host, `rping -c` in the guest (through siw-vm --reverse).
-# Sizes from rping's minimum (26) to 65535, hundreds of iterations, every one verified (-V) on the rping side and
-# on ours. Each softndk side writes a pcap (SOFTNDK_TRACE) and a tshark summary into OUTDIR.
+# Sizes from rping's minimum (26) to 65535, hundreds of iterations, every one verified (-V) on both sides: rping
+# and ndkping's client compare the buffers, ndkping's server checks that what it Read is rping's pattern. Each softndk side writes a pcap (SOFTNDK_TRACE) and a tshark summary into OUTDIR.
 # Exits 77 (skip) with one line saying why when no guest can be booted; TCG is enough, KVM is not needed.
 # Usage: siw_rping.sh NDKPING OUTDIR [SIWVM]
 set -u
@@ -13,11 +13,14 @@ name="ndk-rping-$$"
 # (it never asks itself, siw-facts §3.5), so CRC is on in both directions of that case. readrtr: softndk's
 # Request offers only a Read RTR (SOFTNDK_MPA_RTR=read), so when softndk initiates, siw must choose it and answer
 # the zero-length Read Request (issue 8 §3); every other case initiated by softndk uses the Write RTR.
-cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc 1000:50:readrtr"
+# limitsN: softndk's client asks for IRD = ORD = N (--limits), which siw's rping server mirrors (rping's own
+# client asks for 1); 5 is below a power of two, which siw rounds its queues up to.
+cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc 1000:50:readrtr 1000:50:limits5 1000:50:limits16
+       1000:50:limits128"
 # A port pair per case: a guest rping killed after a failure can leave its listener behind for a while.
 base=$((30000 + RANDOM % 10000))
 guest_ports=()
-for i in 0 1 2 3 4 5 6; do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+for i in $(seq 0 9); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
@@ -29,10 +32,11 @@ failed=0
 # RTR: a zero-length Read Request or a zero-length Write (issue 8 §3).
 negotiation_holds() {
   if [ "${initiated:-}" = ours ]; then
-    local rtr="write" first="opcode 0x00 ulpdu 14"
+    local rtr="write" first="opcode 0x00 ulpdu 14" c=""
     [ "${crc:-}" = readrtr ] && rtr="read" first="opcode 0x01 ulpdu 46 read size 0"
+    [ "${crc:-}" = crc ] && c=" C"
     python3 "$(dirname "$0")/mpa_words.py" "$1" >"${1%.pcap}.mpa.txt" 2>&1
-    grep -q "request rev 2 ${crc:+}.*IRD 1 ORD 1 P2P rtr=$rtr | reply rev 2.*IRD 1 ORD 1 P2P rtr=$rtr | first FPDU $first" \
+    grep -q "request rev 2$c IRD $limits ORD $limits P2P rtr=$rtr | reply rev 2$c IRD $limits ORD $limits P2P rtr=$rtr | first FPDU $first" \
       "${1%.pcap}.mpa.txt" || return 1
   fi
   [ "${crc:-}" != crc ] && return 0
@@ -62,6 +66,8 @@ for c in $cases; do
   label="$size B"
   if [ "${crc:-}" = crc ]; then export SOFTNDK_MPA_CRC=1; label="$size B, CRC on"; fi
   if [ "${crc:-}" = readrtr ]; then export SOFTNDK_MPA_RTR=read; label="$size B, Read RTR"; fi
+  limits=1
+  if [[ "${crc:-}" == limits* ]]; then limits=${crc#limits}; label="$size B, IRD/ORD $limits"; fi
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
@@ -73,7 +79,7 @@ for c in $cases; do
   initiated=ours
   log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -c -a 127.0.0.1 -p "$forward" -C "$count" -S "$size" -V \
-      >"$log" 2>&1
+      --limits "$limits" >"$log" 2>&1
   ours=$?
   sleep 0.5
   theirs=$(vm exec --name "$name" -- sh -c 'cat /tmp/rping-server.log' 2>/dev/null | grep -o 'rping-exit=[0-9]*')
@@ -83,7 +89,7 @@ for c in $cases; do
   pcap="$out/rping-siw-client-$size${crc:+-$crc}.pcap"
   initiated=siw
   log="${pcap%.pcap}.log"
-  SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -s -a 127.0.0.1 -p "$reverse" -C "$count" -S 65535 \
+  SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -s -a 127.0.0.1 -p "$reverse" -C "$count" -S 65535 -V \
       >"$log" 2>&1 &
   server=$!
   for _ in $(seq 100); do grep -q listening "$log" && break; sleep 0.05; done
@@ -91,7 +97,8 @@ for c in $cases; do
       >/tmp/rping-client.log 2>&1; echo rping-exit=\$?" 2>/dev/null | grep -o 'rping-exit=[0-9]*')
   wait "$server"
   ours=$?
-  verdict "siw rping -c  -> ndkping --rping -s" "server done, $count iterations" /tmp/rping-client.log
+  [ "$limits" != 1 ] && label="$size B, IRD/ORD 1 (siw's rping asks for 1)"
+  verdict "siw rping -c  -> ndkping --rping -s" "server done, $count iterations verified" /tmp/rping-client.log
 done
 vm exec --name "$name" -- dmesg >"$out/siw-dmesg.txt" 2>&1
 exit $failed

@@ -502,7 +502,7 @@ TEST_F(CraftedPacketTest, WIRE_ReadRequestBeyondIrdTerminatesEvenBehindAFullSock
 // AMB (siw-facts §3.7, issue 8 §3): siw sizes its read queues to a power of two and fills them, so a peer that
 // negotiated ORD 5 may have 8 Read Requests outstanding. softndk's inbound read queue rounds up the same way: an
 // IRD of 5 holds 8, and the 9th is beyond it.
-TEST_F(CraftedPacketTest, WIRE_ReadRequestsUpToIrdRoundedToAPowerOfTwoAreServed) {
+TEST_F(CraftedPacketTest, WIRE_CM_03_ReadRequestsUpToIrdRoundedToAPowerOfTwoAreServed) {
     receive_buffer_ = 4096;
     raw_read_limit_ = 5;
     Handshake();

@@ -51,7 +51,10 @@ refused() {  # tool, server flags, client flags, the client's expected line
   timeout 30 tail --pid="$server" -f /dev/null
   wait "$server"
   local served_exit=$?
-  if [ "$client" -eq 1 ] && [ "$served_exit" -eq 1 ] && grep -q "Completion with error at client: $expected" "$log/client" &&
+  # The refused request's own completion, or (when every Write or Send completed as sent before the Terminate came)
+  # the flushed receive's, carries the cause.
+  if [ "$client" -eq 1 ] && [ "$served_exit" -eq 1 ] &&
+     grep -Eq "(Completion with error at client|data connection ended): $expected" "$log/client" &&
      grep -q "data connection ended: .*cause" "$log/server" &&
      { [[ "$served" != *inject* ]] || grep -q "registered memory unchanged" "$log/server"; }; then
     echo "ok   refused: $tool server [$served] client [$asked]"
@@ -63,9 +66,9 @@ refused() {  # tool, server flags, client flags, the client's expected line
 }
 refused ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" "STATUS_CANCELLED .* cause DDP/0x1/0x00"
 refused ib_write_bw "-s 65536 -n 100 --inject beyond-region" "-s 65536 -n 100" "STATUS_CANCELLED .* cause DDP/0x1/0x01"
-refused ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
-  "STATUS_REMOTE_RESOURCES (0xC000013D) on a read, cause RDMAP/0x1/0x01"
-refused ib_read_bw "-s 4096 -n 100" "-s 4096 -n 100 --inject bad-stag" "STATUS_INVALID_HANDLE (0xC0000008) on a read"
+refused ib_read_bw "-s 4096 -n 100" "-s 4096 -n 100 --inject beyond-region" \
+  "STATUS_REMOTE_RESOURCES \(0xC000013D\) on a read, cause RDMAP/0x1/0x01"
+refused ib_read_bw "-s 4096 -n 100" "-s 4096 -n 100 --inject bad-stag" "STATUS_INVALID_HANDLE \(0xC0000008\) on a read"
 refused ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" "STATUS_CANCELLED .* cause DDP/0x2/0x05"
 if "$ndkperf" ib_send_bw -R --inject bad-stag >/dev/null 2>&1; then
   echo "FAIL --inject is refused for ib_send_bw"; failed=1
@@ -78,5 +81,11 @@ if "$ndkperf" ib_write_bw -R --bogus >"$log/refused" 2>&1 || ! grep -q "unsuppor
 fi
 if "$ndkperf" ib_read_bw -R -r 64 >"$log/refused" 2>&1; then
   echo "FAIL -r is send_bw's only"; failed=1
+fi
+if "$ndkperf" ib_write_bw -R -n 100 -D 2 >"$log/refused" 2>&1 || ! grep -q "exclude each other" "$log/refused"; then
+  echo "FAIL -D with -n must be refused"; failed=1
+fi
+if "$ndkperf" ib_write_bw -R ::1 >"$log/refused" 2>&1 || ! grep -q "not an IPv4 address" "$log/refused"; then
+  echo "FAIL an IPv6 server address must be refused (perftest takes AF_INET only)"; failed=1
 fi
 exit $failed
