@@ -204,9 +204,12 @@ NTSTATUS WireConnect(ConnectorObject* connector, const cm::Endpoint& local, cons
     offer.crc = adapter.mpa_crc;
     offer.ird = static_cast<uint16_t>(std::min<uint32_t>(side->requested_inbound, wire::kMpaMaxIrdOrd));
     offer.ord = static_cast<uint16_t>(std::min<uint32_t>(side->requested_outbound, wire::kMpaMaxIrdOrd));
-    offer.peer_to_peer = true;                // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
-    offer.write_rtr = !adapter.mpa_read_rtr;  // the one RTR offered: the responder must pick it (issue 8 §3)
-    offer.read_rtr = adapter.mpa_read_rtr;
+    offer.peer_to_peer = true;  // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
+    // The one RTR offered, so the responder must pick it (issue 8 §3). A Read RTR is a Read Request: without an
+    // outbound read it would exceed the responder's IRD (siw refuses it at IRD 0, siw-facts §3.7), so then Write.
+    const bool read_rtr = adapter.mpa_read_rtr && side->requested_outbound > 0;
+    offer.write_rtr = !read_rtr;
+    offer.read_rtr = read_rtr;
     offer.private_data.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
     if (connector->shared != nullptr) {  // CM-06: one connection per 4-tuple on a shared endpoint
         if (!cm::Fabric::Instance().AddConnection(local, remote)) {

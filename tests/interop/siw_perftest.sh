@@ -11,19 +11,21 @@
 set -u
 ndkperf="$1" out="$2"
 name="ndk-perftest-$$"
-# tool:size:iterations[:reads[:gbits]] — iterations DN: -D N seconds instead of -n. reads: both sides get -o
+# tool:size:iterations[:reads[:option]] — iterations DN: -D N seconds instead of -n. reads: both sides get -o
 # READS, and the data connection's MPA Request and Reply must carry exactly IRD = ORD = READS (issue 8 §3: 1, 16,
 # and 5, which siw rounds up to an 8-entry queue); without it ib_read_bw must negotiate siw's maximum, 128.
-# gbits: both sides report in Gb/s (--report_gbits).
+# option gbits: both sides report in Gb/s (--report_gbits). option readrtr: softndk offers the Read RTR
+# (SOFTNDK_MPA_RTR=read); when it initiates, the data connection (ORD 128) must use it and the control connection
+# (ORD 0) the Write RTR, since a Read RTR needs an outbound read.
 cases="ib_write_bw:2:1000 ib_write_bw:65536:200 ib_write_bw:1048576:20
        ib_read_bw:2:500 ib_read_bw:65536:100 ib_read_bw:1048576:20
        ib_send_bw:2:2000 ib_send_bw:65536:200 ib_send_bw:1048576:20
        ib_read_bw:4096:200:1 ib_read_bw:4096:200:5 ib_read_bw:4096:200:16
-       ib_write_bw:65536:D3::gbits ib_send_bw:4096:D3"
+       ib_write_bw:65536:D3::gbits ib_send_bw:4096:D3 ib_read_bw:65536:100::readrtr"
 # A port pair per case: a guest perftest killed after a failure can leave its listener behind.
 base=$((40000 + RANDOM % 10000))
 guest_ports=()
-for i in $(seq 0 13); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+for i in $(seq 0 14); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
@@ -34,22 +36,25 @@ failed=0
 # The data connection's negotiation, exactly as asked (the last MPA exchange in the capture).
 negotiated() {
   [ "$tool" != ib_read_bw ] && return 0
-  local want="${reads:-128}"
-  python3 "$(dirname "$0")/mpa_words.py" "$pcap" >"${pcap%.pcap}.mpa.txt" 2>&1
-  tail -1 "${pcap%.pcap}.mpa.txt" | grep -Eq "request rev 2 IRD $want ORD $want.*reply rev 2 IRD $want ORD $want"
+  local want="${reads:-128}" words="${pcap%.pcap}.mpa.txt"
+  python3 "$(dirname "$0")/mpa_words.py" "$pcap" >"$words" 2>&1
+  tail -1 "$words" | grep -Eq "request rev 2 IRD $want ORD $want.*reply rev 2 IRD $want ORD $want" || return 1
+  [ "$option" != readrtr ] || [ "$initiated" != ours ] && return 0
+  head -1 "$words" | grep -q "IRD 0 ORD 0 P2P rtr=write |.*P2P rtr=write | first FPDU opcode 0x00" &&
+    tail -1 "$words" | grep -q "P2P rtr=read |.*P2P rtr=read | first FPDU opcode 0x01 ulpdu 46 read size 0"
 }
 
 # One case's verdict: both sides exited 0 and printed a report row for `size`, the capture decodes, and the read
 # limits are the ones asked for.
 verdict() {
   local what="$1" guest_log="$2" row="^ $size +[0-9]+ " unit="MB/sec"
-  [ -n "$gbits" ] && unit="Gb/sec"
+  [ "$option" = gbits ] && unit="Gb/sec"
   local guest
   guest=$(vm exec --name "$name" -- sh -c "cat $guest_log" 2>/dev/null)
   if [ "$ours" -eq 0 ] && grep -Eq "$row" "$log" && grep -q "perftest-exit=0" <<<"$guest" &&
      grep -Eq "$row" <<<"$guest" && grep -q "BW average\[$unit\]" "$log" && grep -q "BW average\[$unit\]" <<<"$guest" &&
      info=$(summary "$pcap") && negotiated; then
-    echo "ok   $what: $tool -s $size ${run[*]}${reads:+ -o $reads}${gbits:+ --report_gbits}, both reports printed ($info)"
+    echo "ok   $what: $tool -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}, both reports printed ($info)"
   else
     echo "FAIL $what: $tool -s $size ${run[*]}${reads:+ -o $reads} (ndkperf exit $ours)"
     [ -n "$reads" ] && tail -1 "${pcap%.pcap}.mpa.txt"
@@ -61,10 +66,12 @@ verdict() {
 
 index=0
 for c in $cases; do
-  IFS=: read -r tool size count reads gbits <<<"$c"
+  IFS=: read -r tool size count reads option <<<"$c"
   limit=()
   [ -n "$reads" ] && limit=(-o "$reads")
-  [ -n "$gbits" ] && limit+=(--report_gbits)
+  [ "$option" = gbits ] && limit+=(--report_gbits)
+  unset SOFTNDK_MPA_RTR
+  [ "$option" = readrtr ] && export SOFTNDK_MPA_RTR=read
   run=(-n "$count")
   [[ "$count" == D* ]] && run=(-D "${count#D}")
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
@@ -74,7 +81,8 @@ for c in $cases; do
   vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward -s $size ${run[*]} ${limit[*]} \
       >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
   vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-  pcap="$out/perftest-siw-server-$tool-$size${reads:+-o$reads}${count//[0-9]/}.pcap"
+  pcap="$out/perftest-siw-server-$tool-$size${reads:+-o$reads}${count//[0-9]/}${option:+-$option}.pcap"
+  initiated=ours
   log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" -s "$size" "${run[@]}" "${limit[@]}" 127.0.0.1 \
       >"$log" 2>&1
@@ -82,7 +90,8 @@ for c in $cases; do
   sleep 0.5
   verdict "siw $tool -R server <- ndkperf $tool -R client" /tmp/perftest-server.log
   # ---- siw is the client ----
-  pcap="$out/perftest-siw-client-$tool-$size${reads:+-o$reads}${count//[0-9]/}.pcap"
+  pcap="$out/perftest-siw-client-$tool-$size${reads:+-o$reads}${count//[0-9]/}${option:+-$option}.pcap"
+  initiated=siw
   log="${pcap%.pcap}.log"
   SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" -s "$size" "${run[@]}" "${limit[@]}" >"$log" 2>&1 &
   server=$!

@@ -210,11 +210,13 @@ protected:
         return connect == STATUS_SUCCESS && complete == STATUS_SUCCESS && accept == STATUS_SUCCESS;
     }
 
+    // The read limits A and B connect with (IRD = ORD).
+    virtual ULONG PairReadLimit() { return 8; }
     // Listener on an ephemeral port, then A -> B through it.
     void ConnectPair() {
         uint16_t port = 0;
         listener_ = Listen(&connect_events_, 0, &port);
-        Connectors connectors = ConnectQps(qp_a_, qp_b_, 8, &disconnects_a_, &disconnects_b_);
+        Connectors connectors = ConnectQps(qp_a_, qp_b_, PairReadLimit(), &disconnects_a_, &disconnects_b_);
         connector_a_ = connectors.active;
         connector_b_ = connectors.passive;
         ASSERT_NE(connector_b_, nullptr);

@@ -182,6 +182,46 @@ TEST_P(TcpReadRtrTraceTest, WIRE_CM_08_ReadRtrIsAZeroLengthReadAnsweredFirst) {
     EXPECT_EQ(checked, 2);
 }
 
+// With no outbound reads (ORD 0) a Read RTR would exceed the responder's IRD: the Request offers the Write RTR.
+class TcpReadRtrWithoutReadsTraceTest : public TcpReadRtrTraceTest {
+protected:
+    ULONG PairReadLimit() override { return 0; }
+};
+SOFTNDK_ALL_MODES(TcpReadRtrWithoutReadsTraceTest);
+
+TEST_P(TcpReadRtrWithoutReadsTraceTest, WIRE_CM_08_ReadRtrFallsBackToWriteWithoutOutboundReads) {
+    NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);
+    ASSERT_EQ(qp_b_->Dispatch->NdkReceive(qp_b_, nullptr, &receive, 1), STATUS_SUCCESS);
+    NDK_SGE send = Sge(mr_a_, buffer_a_->data(), 64);
+    ASSERT_EQ(qp_a_->Dispatch->NdkSend(qp_a_, nullptr, &send, 1, 0), STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+    EXPECT_EQ(Poll(cq_b_).BytesTransferred, 64u);
+    std::vector<testing::TcpSegment> segments;
+    std::string error;
+    ASSERT_TRUE(WaitFor([&] {
+        segments.clear();
+        if (!testing::ReadTcpSegments(path_, &segments, &error)) return false;
+        for (const testing::TcpStream& stream : testing::ReassembleTcpStreams(segments))
+            if (std::equal(wire::kMpaRequestKey.begin(), wire::kMpaRequestKey.end(), stream.bytes.begin()))
+                return stream.bytes.size() > 64;
+        return false;
+    })) << error;
+    bool checked = false;
+    for (const testing::TcpStream& stream : testing::ReassembleTcpStreams(segments)) {
+        if (!std::equal(wire::kMpaRequestKey.begin(), wire::kMpaRequestKey.end(), stream.bytes.begin())) continue;
+        wire::MpaFrame frame;
+        wire::SegmentHeader header;
+        uint16_t ulpdu = 0;
+        ASSERT_TRUE(FirstFpdu(stream.bytes, wire::MpaFrameKind::kRequest, &frame, &header, &ulpdu));
+        EXPECT_EQ(frame.words.ord, 0u);
+        EXPECT_TRUE(frame.words.write_rtr);
+        EXPECT_FALSE(frame.words.read_rtr);
+        EXPECT_EQ(header.opcode, wire::RdmapOpcode::kWrite) << "the zero-length Write RTR";
+        checked = true;
+    }
+    EXPECT_TRUE(checked);
+}
+
 TEST(TraceConfigTest, WIRE_UnwritableTracePathFailsTheOpenWithItsStatus) {
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
