@@ -360,6 +360,10 @@ void TcpConnection::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, 
         self->offer_.peer_to_peer = words.peer_to_peer;
         self->offer_.write_rtr = words.write_rtr;
         self->offer_.read_rtr = words.read_rtr;
+        {  // RFC 5044 §7.1.2: what the consumer posts waits for the initiator's first FPDU (siw-facts §3.4)
+            std::lock_guard lock(self->send_mutex_);
+            self->hold_fpdus_ = true;
+        }
         self->EnterRdma(qp, ird, ord, p2p);
         self->QueueRaw(bytes.data(), written);
         if (!p2p && self->phase_ != Phase::kClosed) self->Emit(Event::kEstablished);

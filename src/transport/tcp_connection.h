@@ -217,7 +217,8 @@ private:
     Phase phase_;  // the lane's
     std::atomic<bool> closed_{false};
     std::atomic<bool> peer_fin_{false};
-    std::atomic<bool> heard_{false};         // a byte of the FPDU stream came from the peer
+    std::atomic<bool> heard_{false};  // a byte of the FPDU stream came from the peer
+    bool hold_fpdus_ = false;  // RFC 5044 §7.1.2: a responder sends no FPDU before the initiator's (send_mutex_)
     std::atomic<uint32_t> end_cause_{0};     // the Shutdown's provider error, set before closed_
     std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
 

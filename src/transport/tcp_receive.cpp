@@ -117,7 +117,14 @@ void TcpConnection::ReadFpdusBatch() {
             Emit(Event::kPeerClosed);
             return;
         }
-        heard_.store(true, std::memory_order_relaxed);  // no more kicks (ScheduleKicks)
+        if (!heard_.exchange(true, std::memory_order_relaxed)) {  // no more kicks (ScheduleKicks)
+            std::lock_guard lock(send_mutex_);
+            if (hold_fpdus_ && !out_.empty()) {  // the responder's held FPDUs go now, from the EPOLLOUT handler
+                want_write_ = true;
+                RearmLocked();
+            }
+            hold_fpdus_ = false;
+        }
         size_t n = static_cast<size_t>(got);
         if (rx.step == Rx::Step::kHead) {
             const size_t take = std::min(n, rx.head_need - rx.head_have);

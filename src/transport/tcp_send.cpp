@@ -297,7 +297,10 @@ size_t TcpConnection::GatherLocked(iovec* iov, size_t room) const {
 
 void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
     while (fd_ >= 0 && !want_write_ && !dropping_) {
-        while (raw_sent_ >= raw_out_.size() && fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
+        // A responder's FPDUs wait for the initiator's first bytes (RFC 5044 §7.1.2), unless the consumer ends the
+        // connection first: then they go, and the FIN behind them.
+        const bool held = hold_fpdus_ && !heard_.load(std::memory_order_relaxed) && !fin_pending_ && !close_after_send_;
+        while (!held && raw_sent_ >= raw_out_.size() && fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
         }
         iovec iov[kMaxIovecs];
         size_t count = GatherLocked(iov, kMaxIovecs);

@@ -4,6 +4,7 @@
 // that no byte of registered memory changed.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -519,6 +520,35 @@ TEST_F(CraftedPacketTest, WIRE_CM_03_ReadRequestsUpToIrdRoundedToAPowerOfTwoAreS
     EXPECT_EQ(disconnects_c_.count, 0) << "8 outstanding under IRD 5 are served";
     ExpectTerminate(ReadRequestFpdu(9, token, base, 64), term::kRdmapRemoteStreamCatastrophic);
     Close(&mr->Header);
+}
+
+// RFC 5044 §7.1.2 (siw-facts §3.4): a responder sends no FPDU before the initiator's first. A Send posted right
+// after NdkAccept waits until the raw initiator's first FPDU (a zero-length Write) has come, then goes.
+TEST_F(CraftedPacketTest, WIRE_CM_08_ResponderHoldsItsFpdusUntilTheInitiatorsFirst) {
+    Handshake();
+    std::memset(buffer_b_->data(), 0x4D, 32);
+    NDK_SGE sge = Sge(mr_b_, buffer_b_->data(), 32);
+    ASSERT_EQ(qp_c_->Dispatch->NdkSend(qp_c_, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    pollfd ready{fd_, POLLIN, 0};
+    EXPECT_EQ(::poll(&ready, 1, 200), 0) << "no FPDU before the initiator's";
+    SendBytes(WriteFpdu(1, 0, 0));  // zero-length Write: names no memory (QP-16)
+    std::vector<uint8_t> got;
+    uint16_t ulpdu = 0;
+    while (got.size() < 2 || got.size() < wire::FpduSize(ulpdu)) {
+        uint8_t chunk[256];
+        const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+        ASSERT_GT(n, 0) << "the held Send never came";
+        got.insert(got.end(), chunk, chunk + n);
+        if (got.size() >= 2) {
+            ASSERT_TRUE(wire::PeekFpduLength(got, &ulpdu).ok());
+        }
+    }
+    SegmentHeader header;
+    ASSERT_TRUE(
+        wire::ParseUlpduHeader(std::span<const uint8_t>(got).subspan(wire::kFpduLengthSize, ulpdu), &header).ok());
+    EXPECT_EQ(header.opcode, RdmapOpcode::kSend);
+    EXPECT_EQ(ulpdu, wire::SegmentHeaderSize(RdmapOpcode::kSend) + 32);
+    EXPECT_EQ(PollC().Status, STATUS_SUCCESS);
 }
 
 TEST_F(CraftedPacketTest, WIRE_InterleavedTaggedMessagesTerminate) {
