@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 
 #include <softndk/softndk.h>
 
@@ -74,6 +76,28 @@ inline NDK_LISTENER* Listen(NDK_ADAPTER* adapter, NDK_FN_CONNECT_EVENT_CALLBACK 
           "NdkGetLocalAddress");
     return listener;
 }
+
+// The connect requests a listener delivers (its NDK_FN_CONNECT_EVENT_CALLBACK, with this as the context), taken
+// in arrival order by the consumer's thread.
+class IncomingConnectors {
+public:
+    static VOID OnConnect(PVOID context, NDK_CONNECTOR* connector) {
+        auto* self = static_cast<IncomingConnectors*>(context);
+        std::lock_guard lock(self->mutex_);
+        self->queue_.push_back(connector);
+    }
+    NDK_CONNECTOR* TryTake() {  // nullptr when none is waiting
+        std::lock_guard lock(mutex_);
+        if (queue_.empty()) return nullptr;
+        NDK_CONNECTOR* connector = queue_.front();
+        queue_.pop_front();
+        return connector;
+    }
+
+private:
+    std::mutex mutex_;
+    std::deque<NDK_CONNECTOR*> queue_;
+};
 
 // Closes any NDK object through its dispatch table's first member (NdkCloseObject, ndkpi.h) and waits.
 template <class T>

@@ -274,14 +274,6 @@ double BitsDouble(uint64_t big_endian) {
 
 // ---- connections --------------------------------------------------------------------------------------------
 
-std::mutex g_incoming_mutex;
-std::deque<NDK_CONNECTOR*> g_incoming;
-
-VOID OnIncoming(PVOID, NDK_CONNECTOR* connector) {
-    std::lock_guard lock(g_incoming_mutex);
-    g_incoming.push_back(connector);
-}
-
 VOID OnDisconnect(PVOID context) {
     static_cast<std::atomic<bool>*>(context)->store(true);
 }
@@ -684,14 +676,7 @@ private:
     NDK_CONNECTOR* NextIncoming(bool forever) {
         const auto start = Clock::now();
         for (;;) {
-            {
-                std::lock_guard lock(g_incoming_mutex);
-                if (!g_incoming.empty()) {
-                    NDK_CONNECTOR* connector = g_incoming.front();
-                    g_incoming.pop_front();
-                    return connector;
-                }
-            }
+            if (NDK_CONNECTOR* connector = incoming_.TryTake()) return connector;
             if (!forever && Clock::now() - start > std::chrono::seconds(kSilenceSeconds))
                 Fail("ndkperf: the client's %s never came", "data connection");
             usleep(200);
@@ -717,7 +702,7 @@ private:
         any.Ipv4.sin_family = AF_INET;
         any.Ipv4.sin_port = htons(static_cast<uint16_t>(flags_.port));
         // The listener stays up for the data connection, which comes on the same port after #5.
-        listener_ = ndktools::Listen(adapter_, &OnIncoming, nullptr, &any);
+        listener_ = ndktools::Listen(adapter_, &ndktools::IncomingConnectors::OnConnect, &incoming_, &any);
         std::printf(
             "\n************************************\n* Waiting for client to connect... *\n"
             "************************************\n");
@@ -954,6 +939,7 @@ private:
     NDK_CQ* data_cq_ = nullptr;
     NDK_CQ* data_send_cq_ = nullptr;
     NDK_MR* mr_ = nullptr;
+    ndktools::IncomingConnectors incoming_;  // before listener_: its callback runs until the listener closes
     NDK_LISTENER* listener_ = nullptr;
     MDL* mdl_ = nullptr;
     uint8_t* buffer_ = nullptr;

@@ -164,14 +164,6 @@ struct ServerConnection {
 
 std::atomic<uint32_t> g_disconnect_events{0};
 
-std::mutex g_incoming_mutex;
-std::deque<NDK_CONNECTOR*> g_incoming;
-
-VOID OnIncoming(PVOID, NDK_CONNECTOR* connector) {
-    std::lock_guard lock(g_incoming_mutex);
-    g_incoming.push_back(connector);
-}
-
 VOID OnServerDisconnect(PVOID context) {
     static_cast<ServerConnection*>(context)->disconnected = true;
     g_disconnect_events.fetch_add(1);
@@ -205,7 +197,7 @@ public:
     int Run() {
         SOCKADDR_INET address;
         ParseAddress(options_.address.empty() ? "0.0.0.0" : options_.address, options_.port, &address);
-        listener_ = ndktools::Listen(side_.adapter, &OnIncoming, nullptr, &address);
+        listener_ = ndktools::Listen(side_.adapter, &ndktools::IncomingConnectors::OnConnect, &incoming_, &address);
         std::printf("ndkperf server listening on port %u\n",
                     ntohs(address.Ipv4.sin_port));  // same offset in both layouts
         std::fflush(stdout);
@@ -245,13 +237,8 @@ private:
     }
 
     void AcceptIncoming() {
-        NDK_CONNECTOR* incoming = nullptr;
-        {
-            std::lock_guard lock(g_incoming_mutex);
-            if (g_incoming.empty()) return;
-            incoming = g_incoming.front();
-            g_incoming.pop_front();
-        }
+        NDK_CONNECTOR* incoming = incoming_.TryTake();
+        if (incoming == nullptr) return;
         auto connection = std::make_unique<ServerConnection>();
         const size_t index = connections_.size();
         connection->connector = incoming;
@@ -328,6 +315,7 @@ private:
     const Options& options_;
     ndktools::Side side_;
     size_t data_bytes_ = 0;
+    ndktools::IncomingConnectors incoming_;  // before listener_: its callback runs until the listener closes
     NDK_LISTENER* listener_ = nullptr;
     std::vector<std::unique_ptr<ServerConnection>> connections_;
     bool quit_ = false;
