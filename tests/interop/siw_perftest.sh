@@ -93,14 +93,29 @@ for c in $cases; do
   pcap="$out/perftest-siw-client-$tool-$size${reads:+-o$reads}${count//[0-9]/}${option:+-$option}.pcap"
   initiated=siw
   log="${pcap%.pcap}.log"
-  SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" -s "$size" "${run[@]}" "${limit[@]}" >"$log" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
-  vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse -s $size ${run[*]} ${limit[*]} \$SIWVM_HOST \
-      >/tmp/perftest-client.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-client.log" >/dev/null 2>&1
-  wait "$server"
-  ours=$?
-  verdict "siw $tool -R client -> ndkperf $tool -R server" /tmp/perftest-client.log
+  retried=""
+  for attempt in 1 2; do
+    SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" -s "$size" "${run[@]}" "${limit[@]}" \
+        >"$log" 2>&1 &
+    server=$!
+    for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+    vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse -s $size ${run[*]} ${limit[*]} \$SIWVM_HOST \
+        >/tmp/perftest-client.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-client.log" >/dev/null 2>&1
+    wait "$server"
+    ours=$?
+    # perftest's ib_read_bw client has exited 1 with no message right after its last Read completed (2 runs in
+    # about 50 under TCG; every Read Response was on the wire, siw sent no Terminate, only a FIN). That one
+    # signature, the guest's output ending at the report header, is run once more, and the line says so.
+    silent=$(vm exec --name "$name" -- sh -c 'grep -v "^ *$" /tmp/perftest-client.log | tail -n 2' 2>/dev/null)
+    if [ "$attempt" = 1 ] && [[ "$silent" == *"MsgRate[Mpps]"*"perftest-exit=1" ]] &&
+       grep -q "the peer closed the control connection" "$log"; then
+      retried=" [retried once: perftest's client exited 1 silently after the data phase]"
+      mv "$log" "${log%.log}-first-attempt.log"
+      continue
+    fi
+    break
+  done
+  verdict "siw $tool -R client -> ndkperf $tool -R server$retried" /tmp/perftest-client.log
 done
 vm exec --name "$name" -- dmesg >"$out/siw-dmesg-perftest.txt" 2>&1
 exit $failed
