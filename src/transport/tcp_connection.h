@@ -105,7 +105,7 @@ public:
     // responder's set-up.
     void Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord);
     // The initiator's kicks (siw-facts §3.4): while nothing has come from the peer since the connection was
-    // established, a zero-length Write (STag 1, TO 0, as the RTR) at 10, 40, 160 and 640 ms. A responder
+    // established, a zero-length Write (STag 1, TO 0, as the RTR), from 10 ms to 10.24 s after. A responder
     // that sent its Reply before it could read leaves our first FPDUs unread until more bytes arrive (Linux siw
     // does); to any other peer a zero-length Write is a no-op (RFC 5040: it names no memory).
     void ScheduleKicks(int round);

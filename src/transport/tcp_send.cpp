@@ -299,7 +299,7 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
     while (fd_ >= 0 && !want_write_ && !dropping_) {
         // A responder's FPDUs wait for the initiator's first bytes (RFC 5044 §7.1.2), unless the consumer ends the
         // connection first: then they go, and the FIN behind them.
-        const bool held = hold_fpdus_ && !heard_.load(std::memory_order_relaxed) && !fin_pending_ && !close_after_send_;
+        const bool held = hold_fpdus_ && !fin_pending_ && !close_after_send_;  // cleared at the first bytes
         while (!held && raw_sent_ >= raw_out_.size() && fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
         }
         iovec iov[kMaxIovecs];
