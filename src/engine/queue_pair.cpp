@@ -441,35 +441,54 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
     return verdict;
 }
 
-InboundResult QueuePair::ResolveTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right,
-                                       PieceList* out) {
-    if (length == 0) return {};  // QP-16 (decided): zero length names no memory (an RTR is one, RFC 6581)
+InboundResult QueuePair::CheckTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right,
+                                     mem::TokenRef* grant) {
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
-    mem::TokenRef grant;
     const mem::AccessError error =
-        mem::CheckAccess(*params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, length, right}, &grant);
+        mem::CheckAccess(*params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, length, right}, grant);
     if (error != mem::AccessError::kNone)
         return {mem::RemoteAccessStatus(error),
                 TaggedRefusalCause(mem::TerminateCode(error), right == mem::kRightRemoteWrite)};
-    out->AddRange(std::move(grant), address, length);
     return {};
 }
 
-// Tagged access by the peer (RDMAP Write or Read Response source): the wire's ResolveTagged, then a copy into
-// the granted range (write) or out of it (read). A refusal terminates the connection.
+InboundResult QueuePair::ResolveTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right,
+                                       PieceList* out) {
+    if (length == 0) return {};  // QP-16 (decided): zero length names no memory (an RTR is one, RFC 6581)
+    mem::TokenRef grant;
+    const InboundResult access = CheckTagged(token, address, length, right, &grant);
+    if (NT_SUCCESS(access.status)) out->AddRange(std::move(grant), address, length);
+    return access;
+}
+
+// Tagged access by the peer (RDMAP Write or Read Response source) on the initiator's thread: the one access
+// check, then a copy between the granted range and `local`, piece by piece, with no list of the target's pieces.
+// A refusal terminates the connection.
 InboundResult QueuePair::TaggedAccess(uint32_t token, uint64_t address, const PieceList& local, uint32_t right,
                                       bool into_target) {
-    remote_.Clear();
-    const InboundResult access = ResolveTagged(token, address, local.total(), right, &remote_);
+    const uint64_t length = local.total();
+    if (length == 0) return {};  // QP-16, as ResolveTagged
+    mem::TokenRef grant;
+    const InboundResult access = CheckTagged(token, address, length, right, &grant);
     if (!NT_SUCCESS(access.status)) {  // QP-16: beyond the region is STATUS_REMOTE_RESOURCES
         if (access.status != STATUS_CANCELLED) transport_->Terminate(access.provider_error);
         return access;
     }
-    if (into_target)
-        CopyPieces(local, remote_);
-    else
-        CopyPieces(remote_, local);
-    remote_.Clear();
+    const Piece* piece = local.pieces().data();
+    uint64_t offset = 0;  // into *piece
+    mem::ForEachPiece(*grant.target(), address, length, [&](uint8_t* target, uint64_t bytes) {
+        while (bytes > 0) {
+            const uint64_t run = std::min(bytes, piece->length - offset);
+            if (into_target)
+                std::memcpy(target, piece->data + offset, run);
+            else
+                std::memcpy(piece->data + offset, target, run);
+            target += run;
+            bytes -= run;
+            offset += run;
+            if (offset == piece->length) ++piece, offset = 0;
+        }
+    });
     return {};
 }
 

@@ -129,6 +129,8 @@ private:
     NTSTATUS GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights, bool inline_data, PieceList& out,
                          mem::AccessError* error);
     NTSTATUS CheckShape(const NDK_SGE* sgl, ULONG count, ULONG max_sge, ULONG flags, ULONG accepted);
+    // The state and the one access check of a tagged access of `length` > 0 bytes; `grant` gets the reference.
+    InboundResult CheckTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right, mem::TokenRef* grant);
     InboundResult TaggedAccess(uint32_t token, uint64_t address, const PieceList& local, uint32_t right,
                                bool into_target);
     void CancelReceive(PVOID context);

@@ -2,10 +2,9 @@
 
 namespace softndk::mem {
 
-AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRef* grant) {
-    TokenRef ref = table.Acquire(request.token, request.kind);  // valid: one atomic lookup + reference
-    if (!ref) return AccessError::kInvalidToken;
-    const TokenTarget& target = *ref.target();
+namespace {
+
+AccessError CheckGranted(const TokenTarget& target, const AccessRequest& request) {
     if (target.owner != request.owner) return AccessError::kWrongOwner;
     if ((target.rights & request.rights) != request.rights) return AccessError::kNoRights;
     if (target.kind == TargetKind::kPrivileged) {
@@ -14,14 +13,24 @@ AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRe
         if (end < request.address) return AccessError::kOutOfBounds;
         for (uint64_t page = request.address & ~uint64_t{PAGE_SIZE - 1}; page < end; page += PAGE_SIZE)
             if (target.logical->Resolve(page) == nullptr) return AccessError::kOutOfBounds;
-    } else {
-        // Overflow-safe: address >= base, length <= size, and address - base <= size - length.
-        if (request.address < target.base_va || request.length > target.length ||
-            request.address - target.base_va > target.length - request.length)
-            return AccessError::kOutOfBounds;
+        return AccessError::kNone;
     }
-    *grant = std::move(ref);
+    // Overflow-safe: address >= base, length <= size, and address - base <= size - length.
+    if (request.address < target.base_va || request.length > target.length ||
+        request.address - target.base_va > target.length - request.length)
+        return AccessError::kOutOfBounds;
     return AccessError::kNone;
+}
+
+}  // namespace
+
+AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRef* grant) {
+    grant->Reset();
+    // valid: one atomic lookup + reference, taken straight into the caller's grant
+    if (!table.Acquire(request.token, request.kind, grant)) return AccessError::kInvalidToken;
+    const AccessError error = CheckGranted(*grant->target(), request);  // owner, rights, bounds
+    if (error != AccessError::kNone) grant->Reset();
+    return error;
 }
 
 NTSTATUS LocalAccessStatus(AccessError error) {

@@ -24,32 +24,17 @@ constexpr uint32_t MakeToken(uint32_t index, uint32_t key) {
 
 }  // namespace
 
-struct TokenTable::Slot {
-    std::atomic<uint64_t> word{0};
-    std::atomic<TokenTarget*> target{nullptr};
-    DrainHook drain_hook = nullptr;
-    void* drain_context = nullptr;
-};
-
 struct TokenTable::Chunk {
     Slot slots[kChunkSlots];
 };
 
-TokenRef& TokenRef::operator=(TokenRef&& other) noexcept {
-    if (this != &other) {
-        Reset();
-        table_ = other.table_;
-        index_ = other.index_;
-        target_ = other.target_;
-        other.table_ = nullptr;
-    }
-    return *this;
-}
+static_assert(TokenSlot::kRetiringWithOneReference == ((uint64_t{kRetiring} << 48) | 1));
 
-void TokenRef::Reset() {
-    if (table_ != nullptr) table_->ReleaseReference(index_);
-    table_ = nullptr;
-    target_ = nullptr;
+void TokenRef::FinishDrain(TokenSlot* slot, uint64_t word) {
+    // {retiring, 0 references} is ours alone: Acquire refuses a retiring slot, Retire has run, and Publish
+    // needs a reserved one.
+    slot->word.store(Word(kReserved, LocalKey(word), RemoteKey(word), 0), std::memory_order_release);
+    if (slot->drain_hook != nullptr) slot->drain_hook(slot->drain_context);
 }
 
 TokenTable::TokenTable(uint64_t seed, uint32_t max_slots)
@@ -149,32 +134,20 @@ void TokenTable::Free(uint32_t index) {
     --live_;
 }
 
-TokenRef TokenTable::Acquire(uint32_t token, TokenKind kind) {
+bool TokenTable::Acquire(uint32_t token, TokenKind kind, TokenRef* out) {
     Slot* slot = Find(token >> kKeyBits);
-    if (slot == nullptr) return {};
+    if (slot == nullptr) return false;
     const uint32_t key = token & 0xFF;
     uint64_t word = slot->word.load(std::memory_order_acquire);
     while (true) {
-        if (StateOf(word) != kPublished) return {};
-        if ((kind == TokenKind::kLocal ? LocalKey(word) : RemoteKey(word)) != key) return {};
-        if ((word & kRefMask) == kRefMask) return {};
+        if (StateOf(word) != kPublished) return false;
+        if ((kind == TokenKind::kLocal ? LocalKey(word) : RemoteKey(word)) != key) return false;
+        if ((word & kRefMask) == kRefMask) return false;
         if (slot->word.compare_exchange_weak(word, word + 1, std::memory_order_acquire)) break;
     }
-    return TokenRef(this, token >> kKeyBits, slot->target.load(std::memory_order_relaxed));
-}
-
-void TokenTable::ReleaseReference(uint32_t index) {
-    Slot* slot = Find(index);
-    uint64_t word = slot->word.load(std::memory_order_relaxed);
-    while (true) {
-        uint64_t refs = word & kRefMask;
-        bool last_of_retired = StateOf(word) == kRetiring && refs == 1;
-        uint64_t next = last_of_retired ? Word(kReserved, LocalKey(word), RemoteKey(word), 0) : word - 1;
-        if (slot->word.compare_exchange_weak(word, next, std::memory_order_acq_rel)) {
-            if (last_of_retired && slot->drain_hook != nullptr) slot->drain_hook(slot->drain_context);
-            return;
-        }
-    }
+    out->slot_ = slot;
+    out->target_ = slot->target.load(std::memory_order_relaxed);
+    return true;
 }
 
 uint32_t TokenTable::LiveSlots() const {

@@ -24,27 +24,52 @@ class TokenTable;
 // valid while the slot is published or draining.
 struct TokenTarget;
 
+// One slot. Word: [0,32) references, [32,40) local key, [40,48) remote key, [48,50) state (token_table.cpp).
+struct TokenSlot {
+    static constexpr uint64_t kStateAndReferences = (uint64_t{3} << 48) | 0xFFFFFFFFull;
+    static constexpr uint64_t kRetiringWithOneReference = (uint64_t{3} << 48) | 1;
+    std::atomic<uint64_t> word{0};
+    std::atomic<TokenTarget*> target{nullptr};
+    void (*drain_hook)(void* context) = nullptr;
+    void* drain_context = nullptr;
+};
+
 // A counted reference taken by Acquire(); releasing the last reference of a retired slot runs its drain hook.
 class TokenRef {
 public:
     TokenRef() = default;
-    TokenRef(TokenRef&& other) noexcept : table_(other.table_), index_(other.index_), target_(other.target_) {
-        other.table_ = nullptr;
+    TokenRef(TokenRef&& other) noexcept : slot_(other.slot_), target_(other.target_) { other.slot_ = nullptr; }
+    TokenRef& operator=(TokenRef&& other) noexcept {
+        if (this != &other) {
+            Reset();
+            slot_ = other.slot_;
+            target_ = other.target_;
+            other.slot_ = nullptr;
+        }
+        return *this;
     }
-    TokenRef& operator=(TokenRef&& other) noexcept;
     TokenRef(const TokenRef&) = delete;
     TokenRef& operator=(const TokenRef&) = delete;
     ~TokenRef() { Reset(); }
 
-    explicit operator bool() const { return table_ != nullptr; }
+    explicit operator bool() const { return slot_ != nullptr; }
     TokenTarget* target() const { return target_; }
-    void Reset();
+    // Inline: it runs for every SGE of every request. One locked add; the state bits are not touched by it.
+    void Reset() {
+        if (slot_ == nullptr) return;
+        const uint64_t before = slot_->word.fetch_sub(1, std::memory_order_acq_rel);
+        if ((before & TokenSlot::kStateAndReferences) == TokenSlot::kRetiringWithOneReference)
+            FinishDrain(slot_, before);
+        slot_ = nullptr;
+        target_ = nullptr;
+    }
 
 private:
     friend class TokenTable;
-    TokenRef(TokenTable* table, uint32_t index, TokenTarget* target) : table_(table), index_(index), target_(target) {}
-    TokenTable* table_ = nullptr;
-    uint32_t index_ = 0;
+    // The last reference of a retiring slot has gone: the slot is reserved again and the drain hook runs.
+    static void FinishDrain(TokenSlot* slot, uint64_t word);
+    TokenRef(TokenSlot* slot, TokenTarget* target) : slot_(slot), target_(target) {}
+    TokenSlot* slot_ = nullptr;  // the referenced slot: a release needs no lookup
     TokenTarget* target_ = nullptr;
 };
 
@@ -60,7 +85,7 @@ public:
     static constexpr uint32_t kChunkSlots = 4096;
     static constexpr uint32_t kMaxSlots = 1u << kIndexBits;
 
-    using DrainHook = void (*)(void* context);
+    using DrainHook = decltype(TokenSlot::drain_hook);
 
     // seed 0 = from the OS. max_slots caps live slots (MaxMrCount-style limit).
     explicit TokenTable(uint64_t seed, uint32_t max_slots = kMaxSlots);
@@ -82,7 +107,14 @@ public:
     void Free(uint32_t index);
 
     // One atomic step: match the key of a published slot and take a reference. Empty on any mismatch.
-    TokenRef Acquire(uint32_t token, TokenKind kind);
+    TokenRef Acquire(uint32_t token, TokenKind kind) {
+        TokenRef ref;
+        Acquire(token, kind, &ref);
+        return ref;
+    }
+    // The same into `*out`, which must be empty: its fields are stored where the caller reads them, with no
+    // temporary between (a 16-byte copy of two fresh 8-byte stores stalls store forwarding on the data path).
+    bool Acquire(uint32_t token, TokenKind kind, TokenRef* out);
 
     uint32_t LiveSlots() const;
     // References currently held on a slot (tests).
@@ -90,10 +122,9 @@ public:
 
 private:
     friend class TokenRef;
-    struct Slot;
+    using Slot = TokenSlot;
     struct Chunk;
     Slot* Find(uint32_t index) const;
-    void ReleaseReference(uint32_t index);
 
     std::unique_ptr<std::atomic<Chunk*>[]> chunks_;
     uint32_t max_slots_;
