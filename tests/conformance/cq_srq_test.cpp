@@ -316,8 +316,9 @@ protected:
     NDK_SRQ* CreateSrq(ULONG depth, ULONG threshold, SrqEvents* events) {
         Completion done;
         NDK_SRQ* srq = nullptr;
-        EXPECT_EQ(done.Wait(pd_->Dispatch->NdkCreateSrq(pd_, depth, 2, threshold, &SrqEvents::OnNotify, events, nullptr,
-                                                        &Completion::OnCreate, &done, &srq)),
+        // On side B: its receives are placed from A.
+        EXPECT_EQ(done.Wait(pd_b_->Dispatch->NdkCreateSrq(pd_b_, depth, 2, threshold, &SrqEvents::OnNotify, events,
+                                                          nullptr, &Completion::OnCreate, &done, &srq)),
                   STATUS_SUCCESS);
         return srq != nullptr ? srq : reinterpret_cast<NDK_SRQ*>(done.object());
     }
@@ -344,8 +345,8 @@ TEST_P(SrqTest, SRQ_03_06_08_09_QpWithSrqReceivesAndTheThresholdNotifies) {
     EXPECT_EQ(events.last.load(), STATUS_SUCCESS) << "SRQ-08: a threshold notification carries STATUS_SUCCESS";
     Completion created;
     NDK_QP* qp = nullptr;
-    ASSERT_EQ(created.Wait(pd_->Dispatch->NdkCreateQpWithSrq(pd_, cq_b_, cq_b_, srq, nullptr, 8, 2, 0,
-                                                             &Completion::OnCreate, &created, &qp)),
+    ASSERT_EQ(created.Wait(pd_b_->Dispatch->NdkCreateQpWithSrq(pd_b_, cq_b_, cq_b_, srq, nullptr, 8, 2, 0,
+                                                               &Completion::OnCreate, &created, &qp)),
               STATUS_SUCCESS);
     if (qp == nullptr) qp = reinterpret_cast<NDK_QP*>(created.object());
     NDK_SGE receive = Sge(mr_b_, buffer_b_->data(), 64);

@@ -18,13 +18,13 @@ protected:
         lam_ = reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(lam_storage_.get());
         ULONG size = NDK_LAM_SIZE(kPages);
         ULONG fbo = 0;
-        ASSERT_EQ(BuildLam(buffer_b_->mdl(), buffer_b_->bytes(), lam_, &size, &fbo), STATUS_SUCCESS);
-        fast_ = CreateMr(true);
+        ASSERT_EQ(BuildLam(buffer_b_->mdl(), buffer_b_->bytes(), lam_, &size, &fbo, adapter_b_), STATUS_SUCCESS);
+        fast_ = CreateMr(true, pd_b_);
         ASSERT_EQ(InitializeFast(fast_, kPages, TRUE), STATUS_SUCCESS);
     }
     void TearDown() override {
         if (fast_ != nullptr) Close(&fast_->Header);
-        if (lam_ != nullptr) adapter_->Dispatch->NdkReleaseLAM(adapter_, lam_);
+        if (lam_ != nullptr) adapter_b_->Dispatch->NdkReleaseLAM(adapter_b_, lam_);
         ConnectedPairTest::TearDown();
     }
     NTSTATUS FastRegister(ULONG pages, ULONG fbo, SIZE_T length, uint64_t base, ULONG flags, NDK_QP* qp = nullptr) {
@@ -70,7 +70,7 @@ TEST_P(FastRegisterTest, FR_08_18_19_24_TOK_03_FullSequenceWithNewTokensAndStale
 }
 
 TEST_P(FastRegisterTest, FR_16_RemoteFlagsOnAnMrWithoutRemoteAccessFailAccessViolation) {
-    NDK_MR* local_only = CreateMr(true);
+    NDK_MR* local_only = CreateMr(true, pd_b_);
     ASSERT_EQ(InitializeFast(local_only, kPages, FALSE), STATUS_SUCCESS);
     for (ULONG flags : {ULONG{NDK_OP_FLAG_ALLOW_REMOTE_READ}, ULONG{NDK_OP_FLAG_ALLOW_REMOTE_WRITE}}) {
         EXPECT_EQ(qp_b_->Dispatch->NdkFastRegister(qp_b_, nullptr, local_only, kPages, lam_->AdapterPageArray, 0,
@@ -220,7 +220,7 @@ TEST_P(FastRegisterTest, TOK_16_InvalidateOfARegularMrFails) {
 
 TEST_P(FastRegisterTest, LAM_14_16_TOK_18_PrivilegedTokenSgeUsesLamAddresses) {
     UINT32 privileged = 0;
-    pd_->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd_, &privileged);
+    pd_b_->Dispatch->NdkGetPrivilegedMemoryRegionToken(pd_b_, &privileged);
     std::memset(buffer_b_->data() + PAGE_SIZE, 0x77, 32);
     NDK_SGE receive = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkReceive(qp_a_, nullptr, &receive, 1), STATUS_SUCCESS);
@@ -243,7 +243,7 @@ protected:
         ConnectedPairTest::SetUp();
         if (HasFatalFailure()) return;
         Completion created;
-        NTSTATUS returned = pd_->Dispatch->NdkCreateMw(pd_, &Completion::OnCreate, &created, &mw_);
+        NTSTATUS returned = pd_b_->Dispatch->NdkCreateMw(pd_b_, &Completion::OnCreate, &created, &mw_);
         ASSERT_EQ(created.Wait(returned), STATUS_SUCCESS);
         if (mw_ == nullptr) mw_ = reinterpret_cast<NDK_MW*>(created.object());
     }
@@ -282,10 +282,11 @@ TEST_P(WindowTest, MW_03_09_10_TOK_04_07_BindGivesATokenForTheSubRangeOnly) {
 // virtual address over real locked pages; the window is bound and written at fake addresses, and the bytes land in
 // the real pages (ASan would stop any use of the fake address as a pointer).
 TEST_P(WindowTest, MW_04_BindWithAFakeVirtualAddressIsNeverDereferenced) {
+    SOFTNDK_SKIP_WITH_THE_PEER_IN_ANOTHER_PROCESS("an MDL over chosen PFNs cannot be sent to another process");
     constexpr uint64_t kFake = 0x7E0000000000ull;  // nothing is mapped there
     MDL* mdl = MakeMdl(kFake, kPages * PAGE_SIZE,
                        {buffer_b_->pfn(0), buffer_b_->pfn(1), buffer_b_->pfn(2), buffer_b_->pfn(3)});
-    NDK_MR* fake = CreateMr(false);
+    NDK_MR* fake = CreateMr(false, pd_b_);
     ASSERT_EQ(Register(fake, mdl, kPages * PAGE_SIZE, NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     ASSERT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, nullptr, fake, mw_, reinterpret_cast<PVOID>(kFake + PAGE_SIZE), PAGE_SIZE,
                                        NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
@@ -302,10 +303,10 @@ TEST_P(WindowTest, MW_04_BindWithAFakeVirtualAddressIsNeverDereferenced) {
 }
 
 TEST_P(WindowTest, MW_07_RightsMustBeASubsetOfTheMrs) {
-    NDK_MR* read_only = CreateMr(false);
+    NDK_MR* read_only = CreateMr(false, pd_b_);
     ASSERT_EQ(Register(read_only, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
     EXPECT_EQ(Bind(read_only, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_ACCESS_VIOLATION);
-    NDK_MR* local = CreateMr(false);
+    NDK_MR* local = CreateMr(false, pd_b_);
     ASSERT_EQ(Register(local, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
     EXPECT_EQ(Bind(local, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_ACCESS_VIOLATION);
     EXPECT_EQ(Pending(cq_b_), 0u);
@@ -324,13 +325,13 @@ TEST_P(WindowTest, MW_03_05_06_RangeAndFlagsAreChecked) {
     EXPECT_EQ(Bind(mr_b_, 0, PAGE_SIZE, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER);
     EXPECT_EQ(qp_b_->Dispatch->NdkBind(qp_b_, nullptr, mr_b_, mw_, nullptr, PAGE_SIZE, 0), STATUS_INVALID_PARAMETER)
         << "MW-05: zero-based";
-    NDK_MR* unregistered = CreateMr(false);
+    NDK_MR* unregistered = CreateMr(false, pd_b_);
     EXPECT_EQ(Bind(unregistered, 0, PAGE_SIZE, 0), STATUS_INVALID_DEVICE_STATE);
     Close(&unregistered->Header);
 }
 
 TEST_P(WindowTest, MW_12_13_WindowHoldsItsMrAndInvalidationReleasesIt) {
-    NDK_MR* mr = CreateMr(false);
+    NDK_MR* mr = CreateMr(false, pd_b_);
     ASSERT_EQ(Register(mr, buffer_b_->mdl(), buffer_b_->bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     ASSERT_EQ(Bind(mr, 0, PAGE_SIZE, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     Poll(cq_b_);

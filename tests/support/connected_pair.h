@@ -6,14 +6,21 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "engine/transport.h"
 #include "support/ndk_test_support.h"
+#include "support/remote_side.h"
 
 namespace softndk::test {
+
+// In a pair test's body: skips the test when side B is in another process and its check needs both sides here.
+#define SOFTNDK_SKIP_WITH_THE_PEER_IN_ANOTHER_PROCESS(why) \
+    if (remote_ != nullptr) GTEST_SKIP() << "with the peer in another process: " << why
 
 struct ConnectEvents {
     std::atomic<NDK_CONNECTOR*> incoming{nullptr};
@@ -65,14 +72,15 @@ protected:
     void SetUp() override {
         AdapterTest::SetUp();
         if (HasFatalFailure()) return;
+        ASSERT_NO_FATAL_FAILURE(StartSideB());
         cq_a_ = CreateCq(kDepth, &cq_events_a_);
-        cq_b_ = CreateCq(kDepth, &cq_events_b_);
+        cq_b_ = CreateCq(kDepth, &cq_events_b_, adapter_b_);
         qp_a_ = CreateQp(cq_a_, cq_a_, reinterpret_cast<PVOID>(0xA));
         qp_b_ = CreateQp(cq_b_, cq_b_, reinterpret_cast<PVOID>(0xB));
         buffer_a_ = std::make_unique<LockedBuffer>(kPages);
         buffer_b_ = std::make_unique<LockedBuffer>(kPages);
         mr_a_ = CreateMr(false);
-        mr_b_ = CreateMr(false);
+        mr_b_ = CreateMr(false, pd_b_);
         const ULONG all = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ;
         ASSERT_EQ(Register(mr_a_, buffer_a_->mdl(), buffer_a_->bytes(), all), STATUS_SUCCESS);
         ASSERT_EQ(Register(mr_b_, buffer_b_->mdl(), buffer_b_->bytes(), all), STATUS_SUCCESS);
@@ -89,39 +97,69 @@ protected:
             if (cq != nullptr) Close(&cq->Header);
         for (NDK_MR* mr : {mr_a_, mr_b_})
             if (mr != nullptr) Close(&mr->Header);
+        for (NDK_LISTENER* listener : extra_listeners_) Close(&listener->Header);
+        if (pd_b_ != nullptr && pd_b_ != pd_) Close(&pd_b_->Header);
         buffer_a_.reset();
         buffer_b_.reset();
+        remote_.reset();  // after every buffer: they live in its arena
         AdapterTest::TearDown();
     }
 
-    NDK_CQ* CreateCq(ULONG depth, CqEvents* events) {
+    // Side B: this adapter, or with SOFTNDK_TEST_REMOTE_SIDE=1 an adapter in ndk_remote_side (issue 7 §5, the
+    // third configuration). Its objects are made through adapter_b_ / pd_b_ and the helpers below.
+    void StartSideB() {
+        adapter_b_ = adapter_;
+        pd_b_ = pd_;
+        if (!RemoteSideRequested()) return;
+        std::string error;
+        remote_ = RemoteSide::Start(SOFTNDK_REMOTE_SIDE, config_, &error);
+        ASSERT_NE(remote_, nullptr) << error;
+        adapter_b_ = remote_->adapter();
+        Completion done;
+        NDK_PD* pd = nullptr;
+        ASSERT_EQ(done.Wait(adapter_b_->Dispatch->NdkCreatePd(adapter_b_, &Completion::OnCreate, &done, &pd)),
+                  STATUS_SUCCESS);
+        pd_b_ = pd != nullptr ? pd : reinterpret_cast<NDK_PD*>(done.object());
+    }
+    bool OnSideB(const void* object) const { return remote_ != nullptr && remote_->Owns(object); }
+    // The adapter and PD of the side `object` (a CQ, QP, connector, ...) belongs to.
+    NDK_ADAPTER* AdapterOf(const void* object) { return OnSideB(object) ? adapter_b_ : adapter_; }
+    NDK_PD* PdOf(const void* object) { return OnSideB(object) ? pd_b_ : pd_; }
+
+    // A CQ of the fixture's adapter, or of `adapter` (adapter_b_ for side B).
+    NDK_CQ* CreateCq(ULONG depth, CqEvents* events, NDK_ADAPTER* adapter = nullptr) {
+        adapter = adapter != nullptr ? adapter : adapter_;
         Completion done;
         NDK_CQ* cq = nullptr;
-        EXPECT_EQ(done.Wait(adapter_->Dispatch->NdkCreateCq(adapter_, depth, &CqEvents::OnNotify, events, nullptr,
-                                                            &Completion::OnCreate, &done, &cq)),
+        EXPECT_EQ(done.Wait(adapter->Dispatch->NdkCreateCq(adapter, depth, &CqEvents::OnNotify, events, nullptr,
+                                                           &Completion::OnCreate, &done, &cq)),
                   STATUS_SUCCESS);
         return cq != nullptr ? cq : reinterpret_cast<NDK_CQ*>(done.object());
     }
+    // A QP on the side of its receive CQ.
     NDK_QP* CreateQp(NDK_CQ* receive_cq, NDK_CQ* initiator_cq, PVOID context, ULONG inline_size = 64) {
+        NDK_PD* pd = PdOf(receive_cq);
         Completion done;
         NDK_QP* qp = nullptr;
-        EXPECT_EQ(done.Wait(pd_->Dispatch->NdkCreateQp(pd_, receive_cq, initiator_cq, context, kDepth, kDepth, 4, 4,
-                                                       inline_size, &Completion::OnCreate, &done, &qp)),
+        EXPECT_EQ(done.Wait(pd->Dispatch->NdkCreateQp(pd, receive_cq, initiator_cq, context, kDepth, kDepth, 4, 4,
+                                                      inline_size, &Completion::OnCreate, &done, &qp)),
                   STATUS_SUCCESS);
         return qp != nullptr ? qp : reinterpret_cast<NDK_QP*>(done.object());
     }
-    NDK_CONNECTOR* CreateConnector() {
+    NDK_CONNECTOR* CreateConnector(NDK_ADAPTER* adapter = nullptr) {
+        adapter = adapter != nullptr ? adapter : adapter_;
         Completion done;
         NDK_CONNECTOR* connector = nullptr;
-        EXPECT_EQ(done.Wait(adapter_->Dispatch->NdkCreateConnector(adapter_, &Completion::OnCreate, &done, &connector)),
+        EXPECT_EQ(done.Wait(adapter->Dispatch->NdkCreateConnector(adapter, &Completion::OnCreate, &done, &connector)),
                   STATUS_SUCCESS);
         return connector != nullptr ? connector : reinterpret_cast<NDK_CONNECTOR*>(done.object());
     }
-    NDK_LISTENER* Listen(ConnectEvents* events, uint16_t port, uint16_t* bound_port) {
+    NDK_LISTENER* Listen(ConnectEvents* events, uint16_t port, uint16_t* bound_port, NDK_ADAPTER* adapter = nullptr) {
+        adapter = adapter != nullptr ? adapter : adapter_;
         Completion created;
         NDK_LISTENER* listener = nullptr;
-        EXPECT_EQ(created.Wait(adapter_->Dispatch->NdkCreateListener(adapter_, &ConnectEvents::OnConnect, events,
-                                                                     &Completion::OnCreate, &created, &listener)),
+        EXPECT_EQ(created.Wait(adapter->Dispatch->NdkCreateListener(adapter, &ConnectEvents::OnConnect, events,
+                                                                    &Completion::OnCreate, &created, &listener)),
                   STATUS_SUCCESS);
         if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
         SOCKADDR_IN address = Loopback(port);
@@ -137,12 +175,22 @@ protected:
         return listener;
     }
 
-    uint16_t ListenerPort() {
+    uint16_t ListenerPort(NDK_LISTENER* listener = nullptr) {
+        listener = listener != nullptr ? listener : listener_;
         SOCKADDR_IN local{};
         ULONG length = sizeof(local);
-        EXPECT_EQ(listener_->Dispatch->NdkGetLocalAddress(listener_, reinterpret_cast<PSOCKADDR>(&local), &length),
+        EXPECT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&local), &length),
                   STATUS_SUCCESS);
         return ntohs(local.sin_port);
+    }
+    // The listener for a passive QP: the fixture's when it is on that QP's side, else one made there once.
+    NDK_LISTENER* ListenerFor(NDK_QP* passive_qp) {
+        if (OnSideB(passive_qp) == OnSideB(listener_)) return listener_;
+        if (extra_listeners_.empty()) {
+            uint16_t port = 0;
+            extra_listeners_.push_back(Listen(&connect_events_, 0, &port, AdapterOf(passive_qp)));
+        }
+        return extra_listeners_.front();
     }
 
     // A shared endpoint on the loopback address (port 0: an ephemeral port).
@@ -174,9 +222,9 @@ protected:
     Connectors ConnectQps(NDK_QP* active_qp, NDK_QP* passive_qp, ULONG read_limit = 8,
                           DisconnectEvents* active_events = nullptr, DisconnectEvents* passive_events = nullptr) {
         Connectors out;
-        out.active = CreateConnector();
+        out.active = CreateConnector(AdapterOf(active_qp));
         SOCKADDR_IN source = Loopback(0);
-        SOCKADDR_IN destination = Loopback(ListenerPort());
+        SOCKADDR_IN destination = Loopback(ListenerPort(ListenerFor(passive_qp)));
         connect_events_.incoming = nullptr;
         Completion connected;
         NTSTATUS connect_returned = out.active->Dispatch->NdkConnect(
@@ -215,7 +263,7 @@ protected:
     // Listener on an ephemeral port, then A -> B through it.
     void ConnectPair() {
         uint16_t port = 0;
-        listener_ = Listen(&connect_events_, 0, &port);
+        listener_ = Listen(&connect_events_, 0, &port, adapter_b_);  // B is the passive side
         Connectors connectors = ConnectQps(qp_a_, qp_b_, PairReadLimit(), &disconnects_a_, &disconnects_b_);
         connector_a_ = connectors.active;
         connector_b_ = connectors.passive;
@@ -272,6 +320,10 @@ protected:
     NDK_MR* mr_a_ = nullptr;
     NDK_MR* mr_b_ = nullptr;
     NDK_LISTENER* listener_ = nullptr;
+    std::vector<NDK_LISTENER*> extra_listeners_;  // ListenerFor's, on side A
+    std::unique_ptr<RemoteSide> remote_;          // side B's process, when it has one
+    NDK_ADAPTER* adapter_b_ = nullptr;            // side B's adapter and PD (adapter_ and pd_ in-process)
+    NDK_PD* pd_b_ = nullptr;
     NDK_CONNECTOR* connector_a_ = nullptr;
     NDK_CONNECTOR* connector_b_ = nullptr;
     std::unique_ptr<LockedBuffer> buffer_a_;

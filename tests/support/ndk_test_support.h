@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -75,13 +77,20 @@ private:
     bool returned_known_ = false;
 };
 
+// While a remote side runs (support/remote_side.h), LockedBuffer takes its memory from the arena both processes
+// map; nullptr otherwise.
+inline std::atomic<uint8_t* (*)(size_t bytes)> g_shared_allocator{nullptr};
+
 // Page-aligned anonymous memory, locked through SoftNdkProbeAndLockPages, with one MDL over all of it.
 class LockedBuffer {
 public:
     explicit LockedBuffer(size_t pages, LOCK_OPERATION operation = IoWriteAccess) : bytes_(pages * PAGE_SIZE) {
-        memory_ =
-            static_cast<uint8_t*>(mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-        EXPECT_NE(memory_, MAP_FAILED);
+        uint8_t* (*shared)(size_t) = g_shared_allocator.load();
+        shared_ = shared != nullptr;
+        memory_ = shared_ ? shared(bytes_)
+                          : static_cast<uint8_t*>(
+                                mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        EXPECT_NE(memory_, shared_ ? nullptr : MAP_FAILED) << "no memory for a LockedBuffer";
         mdl_ = IoAllocateMdl(memory_, static_cast<ULONG>(bytes_), FALSE, FALSE, nullptr);
         EXPECT_NE(mdl_, nullptr);
         EXPECT_EQ(SoftNdkProbeAndLockPages(mdl_, KernelMode, operation), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
@@ -89,7 +98,7 @@ public:
     ~LockedBuffer() {
         MmUnlockPages(mdl_);
         IoFreeMdl(mdl_);
-        munmap(memory_, bytes_);
+        if (!shared_) munmap(memory_, bytes_);  // the arena's pages go with the arena
     }
     LockedBuffer(const LockedBuffer&) = delete;
     uint8_t* data() const { return memory_; }
@@ -99,6 +108,7 @@ public:
 
 private:
     size_t bytes_;
+    bool shared_ = false;
     uint8_t* memory_;
     MDL* mdl_;
 };
@@ -145,7 +155,11 @@ protected:
     virtual void Customize(SOFTNDK_ADAPTER_CONFIG&) {}
     // Over iWARP/TCP (SOFTNDK_TRANSPORT=tcp runs the suites there, issue 7 §5): a Send or Write completes when it
     // leaves, so a refusal by the peer reaches the initiator only through the Terminate (RFC 5040 §5.4).
-    bool OverTcp() const { return config_.Transport == SOFTNDK_TRANSPORT_TCP; }
+    // With the peer in another process (SOFTNDK_TEST_REMOTE_SIDE=1) the pair is on iWARP/TCP too.
+    bool OverTcp() const {
+        const char* remote = std::getenv("SOFTNDK_TEST_REMOTE_SIDE");
+        return config_.Transport == SOFTNDK_TRANSPORT_TCP || (remote != nullptr && remote[0] == '1');
+    }
     virtual SOFTNDK_COMPLETION_MODE Mode() { return GetParam(); }
 
     NDK_ADAPTER_INFO Info() {
@@ -154,10 +168,12 @@ protected:
         EXPECT_EQ(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, &info, &size), STATUS_SUCCESS);
         return info;
     }
-    NDK_PD* CreatePd() {
+    // A PD of the fixture's adapter, or of `adapter`.
+    NDK_PD* CreatePd(NDK_ADAPTER* adapter = nullptr) {
+        adapter = adapter != nullptr ? adapter : adapter_;
         Completion done;
         NDK_PD* pd = nullptr;
-        NTSTATUS status = done.Wait(adapter_->Dispatch->NdkCreatePd(adapter_, &Completion::OnCreate, &done, &pd));
+        NTSTATUS status = done.Wait(adapter->Dispatch->NdkCreatePd(adapter, &Completion::OnCreate, &done, &pd));
         EXPECT_EQ(status, STATUS_SUCCESS);
         return pd != nullptr ? pd : reinterpret_cast<NDK_PD*>(done.object());
     }
@@ -183,10 +199,13 @@ protected:
         Completion done;
         return done.Wait(mr->Dispatch->NdkInitializeFastRegisterMr(mr, pages, remote, &Completion::OnRequest, &done));
     }
-    NTSTATUS BuildLam(MDL* mdl, SIZE_T length, NDK_LOGICAL_ADDRESS_MAPPING* lam, ULONG* size, ULONG* fbo) {
+    // A LAM of the fixture's adapter, or of `adapter`.
+    NTSTATUS BuildLam(MDL* mdl, SIZE_T length, NDK_LOGICAL_ADDRESS_MAPPING* lam, ULONG* size, ULONG* fbo,
+                      NDK_ADAPTER* adapter = nullptr) {
+        adapter = adapter != nullptr ? adapter : adapter_;
         Completion done;
         return done.Wait(
-            adapter_->Dispatch->NdkBuildLAM(adapter_, mdl, length, &Completion::OnRequest, &done, lam, size, fbo));
+            adapter->Dispatch->NdkBuildLAM(adapter, mdl, length, &Completion::OnRequest, &done, lam, size, fbo));
     }
     // Closes through the object's own dispatch table (first member of every table but the adapter's).
     void Close(NDK_OBJECT_HEADER* object) {
