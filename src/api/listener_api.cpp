@@ -205,7 +205,16 @@ static bool HostPortFree(const cm::Endpoint& endpoint) {
 // fail with STATUS_SHARING_VIOLATION, about 1 run in 1000 of the suites over TCP).
 static NTSTATUS BindSharedPort(const AdapterObject& adapter, cm::Endpoint* endpoint) {
     const bool real = adapter.transport == SOFTNDK_TRANSPORT_AUTO || adapter.transport == SOFTNDK_TRANSPORT_TCP;
-    if (!real || endpoint->port != 0) return cm::Fabric::Instance().Bind(endpoint);
+    if (!real) return cm::Fabric::Instance().Bind(endpoint);
+    if (endpoint->port != 0) {
+        const NTSTATUS status = cm::Fabric::Instance().Bind(endpoint);
+        if (!NT_SUCCESS(status) || HostPortFree(*endpoint)) return status;
+        // CM-17: a port another process listens on is as bound as one of ours (found by the pair suites with
+        // the peer in another process).
+        cm::Fabric::Instance().Release(*endpoint);
+        SetLastErrorText("NdkCreateSharedEndpoint: the port is bound on this host by another process (CM-17)");
+        return STATUS_SHARING_VIOLATION;
+    }
     for (int attempt = 0; attempt < 32; ++attempt) {
         cm::Endpoint chosen = *endpoint;
         const NTSTATUS status = cm::Fabric::Instance().Bind(&chosen);

@@ -166,7 +166,7 @@ TEST_P(SharedConnectRetryTest, CM_06_21_SharedEndpointConnectRetriesAfterEveryFa
     }
     ConnectEvents second_events;
     uint16_t second_port = 0;
-    NDK_LISTENER* second_listener = Listen(&second_events, 0, &second_port);
+    NDK_LISTENER* second_listener = Listen(&second_events, 0, &second_port, adapter_b_);  // passive side B
     Completion two;
     returned = ConnectShared(second, qp2, shared, second_port, two);
     ASSERT_TRUE(WaitFor([&] { return second_events.incoming.load() != nullptr; }));
@@ -234,11 +234,11 @@ TEST_P(AcceptRetryTest, CM_08_AcceptAfterTheConnectingPeerLeftIsAbortedEveryTime
         Completion done;
         EXPECT_EQ(done.Wait(Accept(passive, passive_qp, done)), status);
     }
-    // The QP was never joined to a link: it still connects elsewhere.
-    NDK_CONNECTOR* other = CreateConnector();
-    Completion other_connected;
-    NTSTATUS other_returned = StartConnect(other, passive_qp, ListenerPort(), other_connected, 1);
+    // The QP was never joined to a link: it still connects elsewhere (to a listener on A's side).
     NDK_QP* far_qp = CreateQp(cq_a_, cq_a_, nullptr);
+    NDK_CONNECTOR* other = CreateConnector(AdapterOf(passive_qp));
+    Completion other_connected;
+    NTSTATUS other_returned = StartConnect(other, passive_qp, ListenerPort(ListenerFor(far_qp)), other_connected, 1);
     NDK_CONNECTOR* far = nullptr;
     AcceptAndComplete(other, other_returned, other_connected, far_qp, &far);
     EXPECT_NE(far, nullptr);

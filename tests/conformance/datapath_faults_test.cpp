@@ -1,6 +1,8 @@
 // Fault injection on every asynchronous function of the data path and connection management (CB-03): the
 // injected failure arrives inline or through the completion, and the next call of the same function, on the same
 // objects, works. Each rule fires on the call after those the fixture's own set-up makes.
+#include <string>
+
 #include "support/connected_pair.h"
 
 namespace softndk::test {
@@ -16,14 +18,37 @@ struct DataPathFault {
 class DataPathFaultTest : public ConnectedPairTest {
 protected:
     const DataPathFault& Case() const { return fault_; }
+    // In-process both sides share one adapter, so the rule counts the set-up's calls of both. With side B in
+    // another process each adapter counts its own: the rule goes to the side whose call is injected, after that
+    // side's set-up calls only.
     void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        if (!RemoteSideRequested()) return Inject(config, fault_.calls_in_setup);
+        if (!OnSideBInScenario()) Inject(config, fault_.calls_in_setup - SideBSetUpCalls());
+    }
+    void CustomizeSideB(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.FaultRuleCount = 0;
+        if (OnSideBInScenario()) Inject(config, SideBSetUpCalls());
+    }
+    void Inject(SOFTNDK_ADAPTER_CONFIG& config, ULONG calls_before) {
         config.FaultRuleCount = 1;
         config.FaultRules[0] = SOFTNDK_FAULT_RULE{fault_.function,
-                                                  fault_.calls_in_setup + 1,
+                                                  calls_before + 1,
                                                   0.0,
                                                   0,
                                                   static_cast<BOOLEAN>(fault_.asynchronous),
                                                   STATUS_INSUFFICIENT_RESOURCES};
+    }
+    // The scenario's injected call is side B's: the accept of the fixture listener's connection.
+    bool OnSideBInScenario() const {
+        const std::string function = fault_.function;
+        return function == "NdkAccept" || function == "NdkAcceptEx";
+    }
+    // Calls of the function side B's part of the fixture's set-up makes (ConnectedPairTest::SetUp).
+    ULONG SideBSetUpCalls() const {
+        const std::string function = fault_.function;
+        const bool one = function == "NdkCreateCq" || function == "NdkCreateQp" || function == "NdkCreateListener" ||
+                         function == "NdkListen" || function == "NdkAccept";
+        return one ? 1 : 0;
     }
     void ExpectInjected(NTSTATUS returned, Completion& done) {
         EXPECT_EQ(returned, fault_.asynchronous ? STATUS_PENDING : STATUS_INSUFFICIENT_RESOURCES);

@@ -65,7 +65,7 @@ public:
         Writer body;
         body.U64(stub->id).U64(static_cast<uint32_t>(status)).U64(handle);
         if (stub->lam != nullptr) {
-            body.Bytes(stub->lam->data(), *stub->lam_size <= stub->lam->size() ? *stub->lam_size : 0);
+            body.Bytes(stub->lam->data(), std::min<size_t>(*stub->lam_size, stub->lam->size()));
             body.U64(*stub->lam_size).U64(*stub->fbo);
         }
         Send(Kind::kEvent, Fn::kClose, 0, body);
@@ -91,6 +91,7 @@ private:
     std::map<uint64_t, std::unique_ptr<std::vector<uint8_t>>> lams_;  // by the test's LAM pointer
     std::map<uint64_t, std::unique_ptr<ULONG[]>> lam_outputs_;        // size and FBO of a pending BuildLAM
     NDK_ADAPTER* adapter_ = nullptr;
+    std::vector<std::string> fault_names_;  // the adapter's fault rules point into these
 };
 
 VOID OnCreate(PVOID context, NTSTATUS status, NDK_OBJECT_HEADER* object) {
@@ -116,6 +117,10 @@ VOID OnConnect(PVOID context, NDK_CONNECTOR* connector) {
 VOID OnDisconnect(PVOID context) {
     auto* stub = static_cast<Stub*>(context);
     stub->server->Event(stub, STATUS_SUCCESS, 0);
+}
+VOID OnDisconnectEx(PVOID context, ULONG reason) {
+    auto* stub = static_cast<Stub*>(context);
+    stub->server->Event(stub, static_cast<NTSTATUS>(reason), 0);
 }
 
 template <class T>
@@ -182,6 +187,17 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
             SOFTNDK_ADAPTER_CONFIG config;
             SoftNdkInitAdapterConfig(&config);
             if (bytes.size() == sizeof(config)) std::memcpy(&config, bytes.data(), sizeof(config));
+            // The fault rules' function names, as text (their pointers were the test's).
+            const uint64_t rules = in.U64();
+            fault_names_.clear();
+            for (uint64_t i = 0; i < rules && i < SOFTNDK_MAX_FAULT_RULES; ++i) {
+                bool null = false;
+                std::vector<uint8_t> name = in.Bytes(&null);
+                fault_names_.push_back(null ? std::string() : std::string(name.begin(), name.end()));
+            }
+            config.FaultRuleCount = static_cast<ULONG>(fault_names_.size());
+            for (size_t i = 0; i < fault_names_.size(); ++i)
+                config.FaultRules[i].FunctionName = fault_names_[i].empty() ? nullptr : fault_names_[i].c_str();
             const NTSTATUS status = SoftNdkOpenAdapter(&config, &adapter_);
             status_reply(status);
             out.U64(reinterpret_cast<uint64_t>(adapter_));
@@ -282,7 +298,7 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
                     test_lam != 0 ? reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(storage->data()) : nullptr,
                     &outputs[0], &outputs[1]);
             status_reply(status);
-            out.Bytes(storage->data(), outputs[0] <= storage->size() ? outputs[0] : 0);
+            out.Bytes(storage->data(), std::min<size_t>(outputs[0], storage->size()));
             out.U64(outputs[0]).U64(outputs[1]);
             lams_[test_lam] = std::move(storage);
             lam_outputs_[test_lam] = std::move(outputs);
@@ -555,6 +571,15 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
                                                                  Pick(done, &OnRequest), done));
             break;
         }
+        case Fn::kCompleteConnectEx: {
+            auto* connector = Handle<NDK_CONNECTOR>(in.U64());
+            Stub* disconnect = NewStub(in.U64());
+            Stub* done = NewStub(in.U64());
+            status_reply(connector->Dispatch->NdkCompleteConnectEx(connector, Pick(disconnect, &OnDisconnectEx),
+                                                                   disconnect, Pick(done, &OnRequest), done));
+            break;
+        }
+        case Fn::kAcceptEx:
         case Fn::kAccept: {
             auto* connector = Handle<NDK_CONNECTOR>(in.U64());
             auto* qp = Handle<NDK_QP>(in.U64());
@@ -565,9 +590,14 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
             const ULONG data_length = static_cast<ULONG>(in.U64());
             Stub* disconnect = NewStub(in.U64());
             Stub* done = NewStub(in.U64());
-            status_reply(connector->Dispatch->NdkAccept(
-                connector, qp, inbound, outbound, data_null ? nullptr : data.data(), data_length,
-                Pick(disconnect, &OnDisconnect), disconnect, Pick(done, &OnRequest), done));
+            if (fn == Fn::kAccept)
+                status_reply(connector->Dispatch->NdkAccept(
+                    connector, qp, inbound, outbound, data_null ? nullptr : data.data(), data_length,
+                    Pick(disconnect, &OnDisconnect), disconnect, Pick(done, &OnRequest), done));
+            else
+                status_reply(connector->Dispatch->NdkAcceptEx(
+                    connector, qp, inbound, outbound, data_null ? nullptr : data.data(), data_length,
+                    Pick(disconnect, &OnDisconnectEx), disconnect, Pick(done, &OnRequest), done));
             break;
         }
         case Fn::kReject: {
@@ -590,7 +620,7 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
                 connector, want_inbound ? &inbound : nullptr, want_outbound ? &outbound : nullptr,
                 want_data ? data.data() : nullptr, want_length ? &length : nullptr);
             status_reply(status);
-            out.U64(inbound).U64(outbound).U64(length).Bytes(data.data(), length <= data.size() ? length : 0);
+            out.U64(inbound).U64(outbound).U64(length).Bytes(data.data(), std::min<size_t>(length, data.size()));
             break;
         }
         case Fn::kConnectorLocalAddress:

@@ -112,7 +112,9 @@ protected:
         pd_b_ = pd_;
         if (!RemoteSideRequested()) return;
         std::string error;
-        remote_ = RemoteSide::Start(SOFTNDK_REMOTE_SIDE, config_, &error);
+        SOFTNDK_ADAPTER_CONFIG config = config_;
+        CustomizeSideB(config);
+        remote_ = RemoteSide::Start(SOFTNDK_REMOTE_SIDE, config, &error);
         ASSERT_NE(remote_, nullptr) << error;
         adapter_b_ = remote_->adapter();
         Completion done;
@@ -121,6 +123,8 @@ protected:
                   STATUS_SUCCESS);
         pd_b_ = pd != nullptr ? pd : reinterpret_cast<NDK_PD*>(done.object());
     }
+    // Side B's adapter configuration when it is in another process: config_ as Customize made it, then this.
+    virtual void CustomizeSideB(SOFTNDK_ADAPTER_CONFIG&) {}
     bool OnSideB(const void* object) const { return remote_ != nullptr && remote_->Owns(object); }
     // The adapter and PD of the side `object` (a CQ, QP, connector, ...) belongs to.
     NDK_ADAPTER* AdapterOf(const void* object) { return OnSideB(object) ? adapter_b_ : adapter_; }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace softndk::test {
 namespace {
@@ -533,13 +534,25 @@ NTSTATUS Disconnect(NDK_CONNECTOR* connector, NDK_FN_REQUEST_COMPLETION done, PV
     w.U64(side->RemoteHandle(connector)).U64(id);
     return Request(side, Fn::kDisconnect, w, {id});
 }
-NTSTATUS CompleteConnectEx(NDK_CONNECTOR*, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX, PVOID, NDK_FN_REQUEST_COMPLETION,
-                           PVOID) {
-    return STATUS_NOT_SUPPORTED;  // not forwarded: the pair suites use NdkCompleteConnect
+NTSTATUS CompleteConnectEx(NDK_CONNECTOR* connector, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect,
+                           PVOID disconnect_context, NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+    RemoteSide* side = Side(connector);
+    const uint64_t id = Cb(side, Callback::kRequest, reinterpret_cast<void*>(done), context);
+    Writer w;
+    w.U64(side->RemoteHandle(connector));
+    w.U64(Cb(side, Callback::kDisconnectEx, reinterpret_cast<void*>(disconnect), disconnect_context)).U64(id);
+    return Request(side, Fn::kCompleteConnectEx, w, {id});
 }
-NTSTATUS AcceptEx(NDK_CONNECTOR*, NDK_QP*, ULONG, ULONG, const PVOID, ULONG, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX, PVOID,
-                  NDK_FN_REQUEST_COMPLETION, PVOID) {
-    return STATUS_NOT_SUPPORTED;  // not forwarded: the pair suites use NdkAccept
+NTSTATUS AcceptEx(NDK_CONNECTOR* connector, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data,
+                  ULONG data_length, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect, PVOID disconnect_context,
+                  NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+    RemoteSide* side = Side(connector);
+    const uint64_t id = Cb(side, Callback::kRequest, reinterpret_cast<void*>(done), context);
+    Writer w;
+    w.U64(side->RemoteHandle(connector)).U64(side->RemoteHandle(qp)).U64(inbound).U64(outbound);
+    WriteData(w, data, data_length);
+    w.U64(Cb(side, Callback::kDisconnectEx, reinterpret_cast<void*>(disconnect), disconnect_context)).U64(id);
+    return Request(side, Fn::kAcceptEx, w, {id});
 }
 
 // ---- listener, shared endpoint ----
@@ -748,6 +761,13 @@ std::unique_ptr<RemoteSide> RemoteSide::Start(const char* binary, const SOFTNDK_
     };
     Writer w;
     w.Bytes(&config, sizeof(config));
+    // A fault rule names its function by a pointer into this process: the names travel as text.
+    const ULONG rules = std::min<ULONG>(config.FaultRuleCount, SOFTNDK_MAX_FAULT_RULES);
+    w.U64(rules);
+    for (ULONG i = 0; i < rules; ++i) {
+        const char* name = config.FaultRules[i].FunctionName;
+        w.Bytes(name, name != nullptr ? std::strlen(name) : 0);
+    }
     Answer answer(side->Call(Fn::kOpenAdapter, w));
     side->remote_adapter_ = answer.in().U64();
     if (answer.status() != STATUS_SUCCESS || side->remote_adapter_ == 0) {
@@ -938,6 +958,10 @@ void RemoteSide::Fire(uint64_t id, NTSTATUS status, uint64_t handle, Reader& res
             break;
         case Callback::kDisconnect:
             reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK>(entry.function)(entry.context);
+            break;
+        case Callback::kDisconnectEx:
+            reinterpret_cast<NDK_FN_DISCONNECT_EVENT_CALLBACK_EX>(entry.function)(entry.context,
+                                                                                  static_cast<ULONG>(status));
             break;
     }
 }

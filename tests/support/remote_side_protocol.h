@@ -67,17 +67,20 @@ enum class Fn : uint32_t {
     kListenerLocalAddress,
     kControlConnectEvents,
     kSharedEndpointLocalAddress,
+    kCompleteConnectEx,
+    kAcceptEx,
 };
 
 // What a callback id names, so the test side knows how to call it. An event's body: id, status, handle.
 enum class Callback : uint64_t {
-    kCreate = 1,  // NDK_FN_CREATE_COMPLETION; the handle is the new object
-    kRequest,     // NDK_FN_REQUEST_COMPLETION
-    kClose,       // NDK_FN_CLOSE_COMPLETION
-    kCqNotify,    // NDK_FN_CQ_NOTIFICATION_CALLBACK
-    kSrqNotify,   // NDK_FN_SRQ_NOTIFICATION_CALLBACK
-    kConnect,     // NDK_FN_CONNECT_EVENT_CALLBACK; the handle is the incoming connector
-    kDisconnect,  // NDK_FN_DISCONNECT_EVENT_CALLBACK
+    kCreate = 1,    // NDK_FN_CREATE_COMPLETION; the handle is the new object
+    kRequest,       // NDK_FN_REQUEST_COMPLETION
+    kClose,         // NDK_FN_CLOSE_COMPLETION
+    kCqNotify,      // NDK_FN_CQ_NOTIFICATION_CALLBACK
+    kSrqNotify,     // NDK_FN_SRQ_NOTIFICATION_CALLBACK
+    kConnect,       // NDK_FN_CONNECT_EVENT_CALLBACK; the handle is the incoming connector
+    kDisconnect,    // NDK_FN_DISCONNECT_EVENT_CALLBACK
+    kDisconnectEx,  // NDK_FN_DISCONNECT_EVENT_CALLBACK_EX; the status word is the reason
 };
 
 struct Header {
