@@ -466,25 +466,47 @@ NTSTATUS ConnectWithSharedEndpoint(NDK_CONNECTOR* connector, NDK_QP* qp, NDK_SHA
     w.U64(id);
     return Request(side, Fn::kConnectWithSharedEndpoint, w, {id});
 }
-NTSTATUS CompleteConnect(NDK_CONNECTOR* connector, NDK_FN_DISCONNECT_EVENT_CALLBACK disconnect,
-                         PVOID disconnect_context, NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+// NdkCompleteConnect(Ex) and NdkAccept(Ex): the same call, with a plain or an Ex disconnect event.
+NTSTATUS CompleteConnectAs(Fn fn, Callback kind, NDK_CONNECTOR* connector, void* disconnect, PVOID disconnect_context,
+                           NDK_FN_REQUEST_COMPLETION done, PVOID context) {
     RemoteSide* side = Side(connector);
     const uint64_t id = Cb(side, Callback::kRequest, reinterpret_cast<void*>(done), context);
     Writer w;
-    w.U64(side->RemoteHandle(connector));
-    w.U64(Cb(side, Callback::kDisconnect, reinterpret_cast<void*>(disconnect), disconnect_context)).U64(id);
-    return Request(side, Fn::kCompleteConnect, w, {id});
+    w.U64(side->RemoteHandle(connector)).U64(Cb(side, kind, disconnect, disconnect_context)).U64(id);
+    return Request(side, fn, w, {id});
 }
-NTSTATUS Accept(NDK_CONNECTOR* connector, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data,
-                ULONG data_length, NDK_FN_DISCONNECT_EVENT_CALLBACK disconnect, PVOID disconnect_context,
-                NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+NTSTATUS AcceptAs(Fn fn, Callback kind, NDK_CONNECTOR* connector, NDK_QP* qp, ULONG inbound, ULONG outbound,
+                  const PVOID data, ULONG data_length, void* disconnect, PVOID disconnect_context,
+                  NDK_FN_REQUEST_COMPLETION done, PVOID context) {
     RemoteSide* side = Side(connector);
     const uint64_t id = Cb(side, Callback::kRequest, reinterpret_cast<void*>(done), context);
     Writer w;
     w.U64(side->RemoteHandle(connector)).U64(side->RemoteHandle(qp)).U64(inbound).U64(outbound);
     WriteData(w, data, data_length);
-    w.U64(Cb(side, Callback::kDisconnect, reinterpret_cast<void*>(disconnect), disconnect_context)).U64(id);
-    return Request(side, Fn::kAccept, w, {id});
+    w.U64(Cb(side, kind, disconnect, disconnect_context)).U64(id);
+    return Request(side, fn, w, {id});
+}
+NTSTATUS CompleteConnect(NDK_CONNECTOR* connector, NDK_FN_DISCONNECT_EVENT_CALLBACK disconnect,
+                         PVOID disconnect_context, NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+    return CompleteConnectAs(Fn::kCompleteConnect, Callback::kDisconnect, connector,
+                             reinterpret_cast<void*>(disconnect), disconnect_context, done, context);
+}
+NTSTATUS CompleteConnectEx(NDK_CONNECTOR* connector, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect,
+                           PVOID disconnect_context, NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+    return CompleteConnectAs(Fn::kCompleteConnectEx, Callback::kDisconnectEx, connector,
+                             reinterpret_cast<void*>(disconnect), disconnect_context, done, context);
+}
+NTSTATUS Accept(NDK_CONNECTOR* connector, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data,
+                ULONG data_length, NDK_FN_DISCONNECT_EVENT_CALLBACK disconnect, PVOID disconnect_context,
+                NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+    return AcceptAs(Fn::kAccept, Callback::kDisconnect, connector, qp, inbound, outbound, data, data_length,
+                    reinterpret_cast<void*>(disconnect), disconnect_context, done, context);
+}
+NTSTATUS AcceptEx(NDK_CONNECTOR* connector, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data,
+                  ULONG data_length, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect, PVOID disconnect_context,
+                  NDK_FN_REQUEST_COMPLETION done, PVOID context) {
+    return AcceptAs(Fn::kAcceptEx, Callback::kDisconnectEx, connector, qp, inbound, outbound, data, data_length,
+                    reinterpret_cast<void*>(disconnect), disconnect_context, done, context);
 }
 NTSTATUS Reject(NDK_CONNECTOR* connector, const PVOID data, ULONG data_length) {
     RemoteSide* side = Side(connector);
@@ -534,27 +556,6 @@ NTSTATUS Disconnect(NDK_CONNECTOR* connector, NDK_FN_REQUEST_COMPLETION done, PV
     w.U64(side->RemoteHandle(connector)).U64(id);
     return Request(side, Fn::kDisconnect, w, {id});
 }
-NTSTATUS CompleteConnectEx(NDK_CONNECTOR* connector, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect,
-                           PVOID disconnect_context, NDK_FN_REQUEST_COMPLETION done, PVOID context) {
-    RemoteSide* side = Side(connector);
-    const uint64_t id = Cb(side, Callback::kRequest, reinterpret_cast<void*>(done), context);
-    Writer w;
-    w.U64(side->RemoteHandle(connector));
-    w.U64(Cb(side, Callback::kDisconnectEx, reinterpret_cast<void*>(disconnect), disconnect_context)).U64(id);
-    return Request(side, Fn::kCompleteConnectEx, w, {id});
-}
-NTSTATUS AcceptEx(NDK_CONNECTOR* connector, NDK_QP* qp, ULONG inbound, ULONG outbound, const PVOID data,
-                  ULONG data_length, NDK_FN_DISCONNECT_EVENT_CALLBACK_EX disconnect, PVOID disconnect_context,
-                  NDK_FN_REQUEST_COMPLETION done, PVOID context) {
-    RemoteSide* side = Side(connector);
-    const uint64_t id = Cb(side, Callback::kRequest, reinterpret_cast<void*>(done), context);
-    Writer w;
-    w.U64(side->RemoteHandle(connector)).U64(side->RemoteHandle(qp)).U64(inbound).U64(outbound);
-    WriteData(w, data, data_length);
-    w.U64(Cb(side, Callback::kDisconnectEx, reinterpret_cast<void*>(disconnect), disconnect_context)).U64(id);
-    return Request(side, Fn::kAcceptEx, w, {id});
-}
-
 // ---- listener, shared endpoint ----
 NTSTATUS Listen(NDK_LISTENER* listener, const PSOCKADDR address, ULONG length, NDK_FN_REQUEST_COMPLETION done,
                 PVOID context) {
