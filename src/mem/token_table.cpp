@@ -1,5 +1,7 @@
 #include "mem/token_table.h"
 
+#include <cassert>
+
 namespace softndk::mem {
 namespace {
 
@@ -135,6 +137,7 @@ void TokenTable::Free(uint32_t index) {
 }
 
 bool TokenTable::Acquire(uint32_t token, TokenKind kind, TokenRef* out) {
+    assert(!*out && "Acquire into a grant that still holds a reference would leak it");
     Slot* slot = Find(token >> kKeyBits);
     if (slot == nullptr) return false;
     const uint32_t key = token & 0xFF;

@@ -308,9 +308,12 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
             auto* adapter = Handle<NDK_ADAPTER>(in.U64());
             const uint64_t test_lam = in.U64();
             auto found = lams_.find(test_lam);
-            if (found != lams_.end())
+            if (found != lams_.end()) {
                 adapter->Dispatch->NdkReleaseLAM(adapter,
                                                  reinterpret_cast<NDK_LOGICAL_ADDRESS_MAPPING*>(found->second->data()));
+                lams_.erase(found);
+                lam_outputs_.erase(test_lam);
+            }
             status_reply(STATUS_SUCCESS);
             break;
         }
@@ -688,13 +691,25 @@ void Server::Dispatch(Fn fn, uint64_t call, Reader& in) {
 int Server::Run() {
     std::vector<uint8_t> message(softndk::test::remote::kMaxMessage);
     while (true) {
-        const ssize_t got = ::recv(control_, message.data(), message.size(), 0);
+        const ssize_t got = ::recv(control_, message.data(), message.size(), MSG_TRUNC);
         if (got <= 0) break;  // the test has gone: end
         if (static_cast<size_t>(got) < sizeof(Header)) continue;
         Header header;
         std::memcpy(&header, message.data(), sizeof(header));
         if (header.kind != Kind::kCall) continue;
-        Reader in(message.data() + sizeof(Header), static_cast<size_t>(got) - sizeof(Header));
+        const bool cut_short = static_cast<size_t>(got) > message.size();
+        Reader in(message.data() + sizeof(Header), std::min(static_cast<size_t>(got), message.size()) - sizeof(Header));
+        // Every call but the adapter's own names the object it is made on first: NULL or not one of this
+        // provider's (a closed proxy) is refused here, as the provider refuses a bad handle, and a message cut
+        // short is never run.
+        Reader peek = in;
+        const uint64_t object = header.fn == Fn::kOpenAdapter || header.fn == Fn::kCloseAdapter ? 2 : peek.U64();
+        if (cut_short || object == 0 || object == kForeign) {
+            Writer refused;
+            refused.U64(static_cast<uint32_t>(STATUS_INVALID_PARAMETER));
+            Send(Kind::kReply, header.fn, header.call, refused);
+            continue;
+        }
         Dispatch(header.fn, header.call, in);
         if (header.fn == Fn::kCloseAdapter) break;
     }

@@ -125,6 +125,8 @@ protected:
     }
     // Side B's adapter configuration when it is in another process: config_ as Customize made it, then this.
     virtual void CustomizeSideB(SOFTNDK_ADAPTER_CONFIG&) {}
+    // B in another process: the pair is on iWARP/TCP whatever the transport config says.
+    bool OverTcp() const override { return AdapterTest::OverTcp() || remote_ != nullptr; }
     bool OnSideB(const void* object) const { return remote_ != nullptr && remote_->Owns(object); }
     // The adapter and PD of the side `object` (a CQ, QP, connector, ...) belongs to.
     NDK_ADAPTER* AdapterOf(const void* object) { return OnSideB(object) ? adapter_b_ : adapter_; }

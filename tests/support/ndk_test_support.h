@@ -155,11 +155,8 @@ protected:
     virtual void Customize(SOFTNDK_ADAPTER_CONFIG&) {}
     // Over iWARP/TCP (SOFTNDK_TRANSPORT=tcp runs the suites there, issue 7 §5): a Send or Write completes when it
     // leaves, so a refusal by the peer reaches the initiator only through the Terminate (RFC 5040 §5.4).
-    // With the peer in another process (SOFTNDK_TEST_REMOTE_SIDE=1) the pair is on iWARP/TCP too.
-    bool OverTcp() const {
-        const char* remote = std::getenv("SOFTNDK_TEST_REMOTE_SIDE");
-        return config_.Transport == SOFTNDK_TRANSPORT_TCP || (remote != nullptr && remote[0] == '1');
-    }
+    // A connected pair with its peer in another process is on iWARP/TCP too (ConnectedPairTest).
+    virtual bool OverTcp() const { return config_.Transport == SOFTNDK_TRANSPORT_TCP; }
     virtual SOFTNDK_COMPLETION_MODE Mode() { return GetParam(); }
 
     NDK_ADAPTER_INFO Info() {

@@ -114,8 +114,7 @@ NTSTATUS Request(RemoteSide* side, Fn fn, const Writer& w, std::initializer_list
 NTSTATUS Close(NDK_OBJECT_HEADER* object, NDK_FN_CLOSE_COMPLETION completion, PVOID context) {
     RemoteSide* side = Side(object);
     RemoteSide::CallbackEntry entry{
-        Callback::kClose,          reinterpret_cast<void*>(completion), context, static_cast<NDK_OBJECT_TYPE>(0), {},
-        side->RemoteHandle(object)};
+        Callback::kClose, reinterpret_cast<void*>(completion), context, static_cast<NDK_OBJECT_TYPE>(0), {}, object};
     const uint64_t id = completion != nullptr ? side->Register(entry) : 0;
     Writer w;
     w.U64(side->RemoteHandle(object)).U64(id);
@@ -195,12 +194,16 @@ NTSTATUS BuildLam(NDK_ADAPTER* adapter, MDL* mdl, SIZE_T length, NDK_FN_REQUEST_
         *lam_size = size;
         *fbo = offset;
     };
-    RemoteSide::CallbackEntry entry{
-        Callback::kRequest, reinterpret_cast<void*>(done), context, static_cast<NDK_OBJECT_TYPE>(0), copy_back, 0};
-    const uint64_t id = done != nullptr ? side->Register(entry) : 0;
     Writer w;
     w.U64(side->RemoteHandle(adapter));
     if (!WriteMdlChain(w, mdl)) return STATUS_NOT_SUPPORTED;
+    RemoteSide::CallbackEntry entry{Callback::kRequest,
+                                    reinterpret_cast<void*>(done),
+                                    context,
+                                    static_cast<NDK_OBJECT_TYPE>(0),
+                                    copy_back,
+                                    nullptr};
+    const uint64_t id = done != nullptr ? side->Register(entry) : 0;
     w.U64(length).U64(id).U64(reinterpret_cast<uint64_t>(lam)).U64(*lam_size);
     Answer answer(side->Call(Fn::kBuildLam, w));
     if (answer.status() != STATUS_PENDING) copy_back(answer.in());
@@ -386,6 +389,19 @@ NTSTATUS Receive(NDK_QP* qp, PVOID context, const NDK_SGE* sgl, ULONG count) {
 NTSTATUS Initiate(Fn fn, NDK_QP* qp, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, UINT64 address,
                   UINT32 token) {
     RemoteSide* side = Side(qp);
+    if ((flags & NDK_OP_FLAG_INLINE) != 0 && sgl != nullptr) {
+        // QP-13: inline data is read from the consumer's buffers, which the remote process sees only in the arena.
+        if (count > kSgeCopyLimit) {
+            std::fprintf(stderr, "remote side: more than %u inline SGEs (not supported)\n", kSgeCopyLimit);
+            return STATUS_NOT_SUPPORTED;
+        }
+        for (ULONG i = 0; i < count; ++i)
+            if (sgl[i].Length != 0 &&
+                (g_arena == nullptr || !g_arena->Contains(sgl[i].VirtualAddress, sgl[i].Length))) {
+                std::fprintf(stderr, "remote side: inline data outside the shared arena (not supported)\n");
+                return STATUS_NOT_SUPPORTED;
+            }
+    }
     Writer w;
     w.U64(side->RemoteHandle(qp)).U64(reinterpret_cast<uint64_t>(context));
     WriteSges(w, sgl, count);
@@ -519,7 +535,7 @@ NTSTATUS GetConnectionData(NDK_CONNECTOR* connector, ULONG* inbound, ULONG* outb
     RemoteSide* side = Side(connector);
     Writer w;
     w.U64(side->RemoteHandle(connector)).U64(inbound != nullptr).U64(outbound != nullptr).U64(length != nullptr);
-    w.U64(length != nullptr ? *length : 0).U64(data != nullptr);
+    w.U64(length != nullptr ? std::min<ULONG>(*length, 4096) : 0).U64(data != nullptr);  // private data is smaller
     Answer answer(side->Call(Fn::kGetConnectionData, w));
     const auto in_limit = static_cast<ULONG>(answer.in().U64());
     const auto out_limit = static_cast<ULONG>(answer.in().U64());
@@ -752,6 +768,10 @@ std::unique_ptr<RemoteSide> RemoteSide::Start(const char* binary, const SOFTNDK_
     side->reader_ = std::thread([raw] { raw->ReadLoop(); });
     side->dispatcher_ = std::thread([raw] { raw->EventLoop(); });
     {
+        std::lock_guard lock(side->mutex_);
+        side->dispatcher_id_ = side->dispatcher_.get_id();
+    }
+    {
         std::lock_guard lock(g_current_mutex);
         g_current = raw;
         g_arena = raw->arena_.get();
@@ -780,7 +800,10 @@ std::unique_ptr<RemoteSide> RemoteSide::Start(const char* binary, const SOFTNDK_
 }
 
 RemoteSide::~RemoteSide() {
-    if (remote_adapter_ != 0) Call(Fn::kCloseAdapter, Writer());
+    if (remote_adapter_ != 0)
+        Call(Fn::kCloseAdapter, Writer());
+    else if (control_ >= 0)
+        ::shutdown(control_, SHUT_RDWR);  // it never opened: the child ends at once
     if (pid_ > 0) {
         bool reaped = false;
         for (int waited = 0; waited < 10000 && !reaped; waited += 5) {
@@ -803,6 +826,7 @@ RemoteSide::~RemoteSide() {
         stopping_ = true;
     }
     events_ready_.notify_all();
+    events_done_changed_.notify_all();
     if (dispatcher_.joinable()) dispatcher_.join();
     if (control_ >= 0) ::close(control_);
     std::lock_guard lock(g_current_mutex);
@@ -830,7 +854,8 @@ uint64_t RemoteSide::RemoteHandle(const void* handle) const {
 NDK_OBJECT_HEADER* RemoteSide::ProxyFor(uint64_t remote, NDK_OBJECT_TYPE type) {
     std::lock_guard lock(mutex_);
     auto found = by_remote_.find(remote);
-    if (found != by_remote_.end()) return &found->second->Header;
+    // The remote provider reuses addresses: a handle of another type is a new object at a freed one's address.
+    if (found != by_remote_.end() && found->second->Header.ObjectType == type) return &found->second->Header;
     auto proxy = std::make_unique<Proxy>();
     proxy->Header.Version = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};
     proxy->Header.ObjectType = type;
@@ -845,9 +870,12 @@ NDK_OBJECT_HEADER* RemoteSide::ProxyFor(uint64_t remote, NDK_OBJECT_TYPE type) {
     return &raw->Header;
 }
 
-void RemoteSide::Forget(uint64_t remote) {
+void RemoteSide::Forget(const void* handle) {
     std::lock_guard lock(mutex_);
-    by_remote_.erase(remote);
+    if (proxies_.count(handle) == 0) return;
+    const Proxy* proxy = static_cast<const Proxy*>(handle);
+    auto found = by_remote_.find(proxy->remote);
+    if (found != by_remote_.end() && found->second == proxy) by_remote_.erase(found);  // not a newer object's
 }
 
 uint64_t RemoteSide::Register(CallbackEntry entry) {
@@ -881,24 +909,35 @@ std::vector<uint8_t> RemoteSide::Call(Fn fn, const Writer& body) {
         std::fprintf(stderr, "remote side: no answer to call %u\n", static_cast<unsigned>(fn));
         return broken.bytes();
     }
-    std::vector<uint8_t> reply = std::move(found->second);
+    std::vector<uint8_t> reply = std::move(found->second.body);
+    const uint64_t events_before = found->second.events_before;
     replies_.erase(found);
+    // The remote provider called back before it returned: those callbacks run before this call returns, as they
+    // would in one process (LIFE-08: no callback after a close returned). Not on the event thread itself.
+    if (std::this_thread::get_id() != dispatcher_id_)
+        events_done_changed_.wait_for(lock, std::chrono::seconds(30),
+                                      [&] { return stopping_ || events_done_ >= events_before; });
     return reply;
 }
 
 void RemoteSide::ReadLoop() {
     std::vector<uint8_t> message(remote::kMaxMessage);
     while (true) {
-        const ssize_t got = ::recv(control_, message.data(), message.size(), 0);
+        const ssize_t got = ::recv(control_, message.data(), message.size(), MSG_TRUNC);
         if (got < static_cast<ssize_t>(sizeof(Header))) break;
+        if (static_cast<size_t>(got) > message.size()) {  // cut short: the link can no longer be trusted
+            std::fprintf(stderr, "remote side: a message of %zd bytes was cut short\n", got);
+            break;
+        }
         Header header;
         std::memcpy(&header, message.data(), sizeof(header));
         std::vector<uint8_t> body(message.begin() + sizeof(Header), message.begin() + got);
         std::lock_guard lock(mutex_);
         if (header.kind == Kind::kReply) {
-            replies_[header.call] = std::move(body);
+            replies_[header.call] = ReplyBody{std::move(body), events_received_};
             replied_.notify_all();
         } else if (header.kind == Kind::kEvent) {
+            ++events_received_;
             events_.push_back(std::move(body));
             events_ready_.notify_one();
         }
@@ -923,6 +962,9 @@ void RemoteSide::EventLoop() {
         const auto status = static_cast<NTSTATUS>(static_cast<uint32_t>(in.U64()));
         const uint64_t handle = in.U64();
         if (in.ok()) Fire(id, status, handle, in);
+        std::lock_guard lock(mutex_);
+        ++events_done_;
+        events_done_changed_.notify_all();
     }
 }
 

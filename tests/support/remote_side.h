@@ -82,7 +82,7 @@ public:
         void* context;
         NDK_OBJECT_TYPE created_type;                  // kCreate, kConnect: the proxy to make for the event's handle
         std::function<void(remote::Reader&)> outputs;  // kRequest of NdkBuildLAM: copies the LAM back
-        uint64_t forget;                               // kClose: the handle that stops naming a proxy
+        const void* forget;                            // kClose: the proxy that stops naming its handle
     };
     static RemoteSide* Of(const void* handle);
     // The handle to send for `handle`: 0 for NULL, the remote handle of a proxy, kForeign for anything else.
@@ -95,7 +95,8 @@ public:
     std::vector<uint8_t> Call(remote::Fn fn, const remote::Writer& body);
     // The common tail of calls with one-shot callbacks: a call that did not pend will never call them (CB-01).
     void Settle(NTSTATUS returned, std::initializer_list<uint64_t> one_shot);
-    void Forget(uint64_t remote);
+    // `proxy` no longer names its remote handle (closed); a later object at that address gets a new proxy.
+    void Forget(const void* proxy);
 
 private:
     RemoteSide() = default;
@@ -112,7 +113,15 @@ private:
     mutable std::mutex mutex_;  // everything below
     std::condition_variable replied_;
     uint64_t next_call_ = 1;
-    std::map<uint64_t, std::vector<uint8_t>> replies_;
+    struct ReplyBody {
+        std::vector<uint8_t> body;
+        uint64_t events_before;  // events that arrived before it: they run before the call returns
+    };
+    std::map<uint64_t, ReplyBody> replies_;
+    uint64_t events_received_ = 0;
+    uint64_t events_done_ = 0;
+    std::condition_variable events_done_changed_;
+    std::thread::id dispatcher_id_;
     bool broken_ = false;
     std::unordered_map<uint64_t, Proxy*> by_remote_;
     std::unordered_set<const void*> proxies_;
