@@ -344,6 +344,7 @@ TEST_P(CmTest, CM_17_SharedEndpointOnAPortAnotherProcessListensOnFails) {
             adapter_, reinterpret_cast<PSOCKADDR>(&held), sizeof(held), &Completion::OnCreate, &created, &shared)),
         STATUS_SHARING_VIOLATION);
     EXPECT_EQ(shared, nullptr);
+    if (shared != nullptr) Close(&shared->Header);  // a wrong success must not leave the adapter open (teardown)
     ::close(holder);
     NDK_SHARED_ENDPOINT* retry = CreateSharedEndpoint(ntohs(held.sin_port));
     EXPECT_NE(retry, nullptr) << "free again once the other socket closed";
