@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 5
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 6
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -86,6 +86,10 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     CHAR TracePath[256];
     /* Version 5. A SOFTNDK_MPA_RTR: the RTR the adapter's connects offer. */
     ULONG MpaRtr;
+    /* Version 6. 1 (default): while a responder stays silent after our RTR, zero-length Writes from 10 ms to
+     * 10.24 s wake it (siw-facts §3.4); 0: none, so the outbound stream holds only what the consumer posted
+     * (env SOFTNDK_RTR_KICKS=0). */
+    ULONG RtrKicks;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

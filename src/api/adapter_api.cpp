@@ -186,6 +186,7 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->transport = Config->Transport;
     adapter->mpa_crc = Config->MpaCrc != 0;
     adapter->mpa_read_rtr = Config->MpaRtr == SOFTNDK_MPA_RTR_READ;
+    adapter->rtr_kicks = Config->RtrKicks != 0;
     adapter->wire_faults.drop_after_bytes = Config->WireFaults.DropAfterBytes;
     adapter->wire_faults.drop_after_fpdus = Config->WireFaults.DropAfterFpdus;
     adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;

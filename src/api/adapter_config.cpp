@@ -92,6 +92,7 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.MpaCrc > 1) return InvalidParameter("MpaCrc must be 0 or 1");
     if (config.MpaRtr > SOFTNDK_MPA_RTR_READ)
         return InvalidParameter("unknown MpaRtr (SOFTNDK_MPA_RTR is write or read)");
+    if (config.RtrKicks > 1) return InvalidParameter("RtrKicks must be 0 or 1 (SOFTNDK_RTR_KICKS)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
         return InvalidParameter("InterfaceName is not NUL-terminated");
     if (std::memchr(config.TracePath, 0, sizeof(config.TracePath)) == nullptr)
@@ -205,6 +206,7 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->Transport = SOFTNDK_TRANSPORT_AUTO;
     Config->ProgressThreads = 1;
     Config->BusyPollMicroseconds = 50;
+    Config->RtrKicks = 1;
     if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
         const std::string name = transport;
         Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
@@ -220,6 +222,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         if (name == "write") Config->MpaRtr = SOFTNDK_MPA_RTR_WRITE;
         if (name == "read") Config->MpaRtr = SOFTNDK_MPA_RTR_READ;
     }
+    if (const char* kicks = std::getenv("SOFTNDK_RTR_KICKS"))  // refused by SoftNdkOpenAdapter unless 0 or 1
+        Config->RtrKicks = static_cast<ULONG>(std::strtoul(kicks, nullptr, 10));
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range

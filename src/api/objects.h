@@ -43,6 +43,7 @@ struct AdapterObject {
     uint32_t transport = SOFTNDK_TRANSPORT_AUTO;
     bool mpa_crc = false;                         // ask for CRC32c in MPA (issue 7 §2)
     bool mpa_read_rtr = false;                    // offer a Read RTR instead of a Write RTR (RFC 6581 §6)
+    bool rtr_kicks = true;                        // wake a silent responder after the RTR (siw-facts §3.4)
     transport::WireFaults wire_faults;            // issue 7 §5
     std::shared_ptr<transport::WireTrace> trace;  // issue 7 §6: null unless tracing
     engine::FaultInjector faults;

@@ -182,6 +182,7 @@ bool UsesWire(const AdapterObject& adapter, const cm::Endpoint& destination) {
 transport::TcpOptions WireOptions(const AdapterObject& adapter) {
     transport::TcpOptions options;
     options.request_crc = adapter.mpa_crc;
+    options.rtr_kicks = adapter.rtr_kicks;
     options.faults = adapter.wire_faults;
     options.trace = adapter.trace;
     engine::CompletionExecutor* executor = adapter.executor.get();

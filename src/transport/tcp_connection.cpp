@@ -421,7 +421,7 @@ void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord)
 void TcpConnection::ScheduleKicks(int round) {
     // the kicks at 10, 40, 160, 640, 1280, 2560, 5120 and 10240 ms after Establish, while the peer is silent
     static constexpr int kDelaysMs[] = {10, 30, 120, 480, 640, 1280, 2560, 5120};
-    if (!options_.after || round >= static_cast<int>(std::size(kDelaysMs))) return;
+    if (!options_.rtr_kicks || !options_.after || round >= static_cast<int>(std::size(kDelaysMs))) return;
     std::weak_ptr<TcpConnection> weak = weak_from_this();
     options_.after(std::chrono::milliseconds(kDelaysMs[round]), [weak, round] {
         std::shared_ptr<TcpConnection> self = weak.lock();

@@ -60,6 +60,7 @@ struct MpaPeer {
 
 struct TcpOptions {
     bool request_crc = false;          // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
+    bool rtr_kicks = true;             // ScheduleKicks: wake a silent responder (siw-facts §3.4)
     WireFaults faults;                 // issue 7 §5 wire fault injection
     std::shared_ptr<WireTrace> trace;  // issue 7 §6: null unless SOFTNDK_TRACE / Config.TracePath
     // Runs `job` after `delay` on another thread (the adapter's executor); unset: no delayed work. The job must

@@ -204,6 +204,7 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
          STATUS_INVALID_PARAMETER},
         {"mpa crc", [](SOFTNDK_ADAPTER_CONFIG& c) { c.MpaCrc = 2; }, STATUS_INVALID_PARAMETER},
         {"mpa rtr", [](SOFTNDK_ADAPTER_CONFIG& c) { c.MpaRtr = 2; }, STATUS_INVALID_PARAMETER},
+        {"rtr kicks", [](SOFTNDK_ADAPTER_CONFIG& c) { c.RtrKicks = 2; }, STATUS_INVALID_PARAMETER},
         {"interface name unterminated",
          [](SOFTNDK_ADAPTER_CONFIG& c) { std::memset(c.InterfaceName, 'x', sizeof(c.InterfaceName)); },
          STATUS_INVALID_PARAMETER},

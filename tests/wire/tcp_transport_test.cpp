@@ -291,12 +291,18 @@ TEST_P(TcpDropTest, WIRE_DroppedConnectionCompletesEveryRequestAndIndicatesOnce)
 
 // A corrupted byte with CRC on: the receiver verifies the FPDU before placing it (RFC 5044 §6.1), sends
 // Terminate LLP/CRC error, and no byte of its memory changed. Stream bytes count from the MPA Request (20 + the 4
-// IRD/ORD bytes), then the RTR FPDU (20), then the FPDU under test.
+// IRD/ORD bytes), then the RTR FPDU (20), then the FPDU under test. The offsets hold only without the kicks: a
+// test posting more than 10 ms after the RTR would otherwise find a kick (a 20-byte zero-length Write) first,
+// and a corrupted length field that leaves the peer waiting inside an FPDU instead of failing its CRC.
 constexpr uint64_t kFirstFpduAfterRtr = 24 + 20;
 
 template <uint64_t kCorruptByte>
 class TcpCorruptTest : public TcpCrcTransportTest {
 protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        TcpCrcTransportTest::Customize(config);
+        config.RtrKicks = 0;
+    }
     void Faults(SOFTNDK_WIRE_FAULTS& faults) override { faults.CorruptByte = kCorruptByte; }
 };
 // A payload byte of a Write: 16 bytes of length + tagged header, then 10 bytes in.
@@ -319,7 +325,10 @@ TEST_P(TcpCorruptWriteTest, WIRE_CorruptedFpduWithCrcChangesNothingAndTerminates
 }
 
 // The corrupted Read Request is outstanding when B's Terminate arrives: it is flushed with B's cause (CQ-14).
+// Posted 50 ms after the connection is up, as a loaded machine does: with the kicks on, a kick would come first
+// and the corrupted byte would be the Read Request's length (the test hung for 10 s, one CI run in three).
 TEST_P(TcpCorruptReadTest, WIRE_CQ_14_ReadWithACorruptedRequestIsFlushedWithTheCrcCause) {
+    usleep(50000);
     std::memset(buffer_a_->data(), 0x3C, 64);
     NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
     ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_),
@@ -337,6 +346,10 @@ TEST_P(TcpCorruptReadTest, WIRE_CQ_14_ReadWithACorruptedRequestIsFlushedWithTheC
 // the connector (an abort) then completes every request, flushed in posting order, and the peer hears of it once.
 class TcpStallTest : public TcpTransportTest {
 protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        TcpTransportTest::Customize(config);
+        config.RtrKicks = 0;  // the stall point counts the consumer's bytes only (see kFirstFpduAfterRtr)
+    }
     void Faults(SOFTNDK_WIRE_FAULTS& faults) override { faults.StallAfterBytes = kFirstFpduAfterRtr + 100; }
 };
 SOFTNDK_ALL_MODES(TcpStallTest);
