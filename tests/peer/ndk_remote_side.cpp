@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -746,7 +747,8 @@ int main(int argc, char** argv) {
     Server server(control);
     server.Send(Kind::kReply, Fn::kOpenAdapter, 0, hello);
     if (arena != reinterpret_cast<void*>(arena_address)) {
-        std::fprintf(stderr, "ndk_remote_side: the arena's address is taken here (%p)\n", arena);
+        std::fprintf(stderr, "ndk_remote_side: cannot map the arena at %#llx here (%s)\n",
+                     static_cast<unsigned long long>(arena_address), std::strerror(errno));
         return 3;
     }
     ::close(arena_fd);

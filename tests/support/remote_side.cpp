@@ -672,10 +672,29 @@ bool RemoteSideRequested() {
 }
 
 // ---- SharedArena ----
+// ndk_remote_side must map the arena at our address, in an address space laid out by its own ASLR. An address the
+// kernel picked here can be one of its libraries or mmaps there (one run of the suite in about three under load).
+// So the arena lies where neither process maps anything unasked: above ASan's shadow (which ends below
+// 0x100080000000) and below the PIE binaries (0x55...), the heap behind them and mmap's top-down area (0x7f...).
+// Under TSan that range is its metadata, and only the kernel's choice is allowed; TSan does not run these suites.
+constexpr uintptr_t kArenaRegion = uintptr_t{0x3000} << 32;
+constexpr int kArenaSlots = 16;  // an arena of an earlier test may still be mapped
+
 SharedArena::SharedArena() {
     fd_ = memfd_create("softndk-arena", 0);  // no CLOEXEC: ndk_remote_side inherits it
     if (fd_ < 0 || ftruncate(fd_, kBytes) != 0) return;
-    void* base = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    void* base = MAP_FAILED;
+#if !defined(__SANITIZE_THREAD__)
+    for (int slot = 0; slot < kArenaSlots && base == MAP_FAILED; ++slot) {
+        void* want = reinterpret_cast<void*>(kArenaRegion + slot * kBytes);
+        base = mmap(want, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd_, 0);
+        if (base != MAP_FAILED && base != want) {  // a kernel without MAP_FIXED_NOREPLACE took it as a hint
+            munmap(base, kBytes);
+            base = MAP_FAILED;
+        }
+    }
+#endif
+    if (base == MAP_FAILED) base = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (base != MAP_FAILED) base_ = static_cast<uint8_t*>(base);
 }
 SharedArena::~SharedArena() {
