@@ -6,9 +6,11 @@ cd "$(dirname "$0")/.."
 prefix=$(mktemp -d)
 work=$(mktemp -d)
 trap 'rm -rf "$prefix" "$work"' EXIT
-cmake --preset release >/dev/null
-cmake --build --preset release
-cmake --install build/release --prefix "$prefix" >/dev/null
+# What a package builds: the libraries and the tools, in release, without the test suites and benchmarks.
+build=build/install-check
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOFTNDK_BUILD_TESTS=OFF -DSOFTNDK_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build"
+cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name softndk.pc -print -quit)")/..
 libdir=$(cd "$libdir" && pwd)
 

@@ -2,20 +2,49 @@
 # Builds and runs every test: ASan+UBSan (all tests), TSan (concurrency tests), the interop suite against Linux
 # siw (when a siw-vm guest can boot; otherwise one line says why it was skipped), the fuzzers for a bounded time,
 # the install check and the formatting check. Exits non-zero on any failure.
+# Each phase prints its wall time as it ends, and the run ends with a table of them; a failing phase is named in
+# the last lines together with what failed in it (ctest's failed tests, the interop suite's failed cases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
-echo "== format"
+phase_names=() phase_seconds=() phase_name="" phase_start=$SECONDS run_start=$SECONDS
+phase() {  # ends the running phase (if any) and starts the one named $1
+  if [ -n "$phase_name" ]; then
+    phase_names+=("$phase_name") phase_seconds+=($((SECONDS - phase_start)))
+    echo "-- $phase_name: $((SECONDS - phase_start)) s"
+  fi
+  phase_name="${1:-}" phase_start=$SECONDS
+  [ -n "$phase_name" ] && echo "== $phase_name"
+  return 0
+}
+report() {
+  local status=$?
+  echo "== where the time went"
+  local i
+  for i in "${!phase_names[@]}"; do printf '%6d s  %s\n' "${phase_seconds[$i]}" "${phase_names[$i]}"; done
+  [ -n "$phase_name" ] && printf '%6d s  %s%s\n' $((SECONDS - phase_start)) "$phase_name" \
+    "$([ "$status" -ne 0 ] && echo "  <- FAILED (exit $status)")"
+  printf '%6d s  total\n' $((SECONDS - run_start))
+}
+trap report EXIT
+
+# ctest: failing tests print their output (GoogleTest's brief mode keeps a whole-suite test's output to its
+# failures), and the summary lists the failed tests by name.
+export GTEST_BRIEF=1
+run_ctest() { ctest "$@" --output-on-failure -j "$jobs"; }
+
+phase "format"
 git ls-files '*.c' '*.h' '*.cpp' '*.hpp' | xargs clang-format --dry-run -Werror
 
-echo "== ASan + UBSan: every test"
+phase "ASan + UBSan: build"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs"
-ctest --preset asan -j "$jobs" -LE interop
+phase "ASan + UBSan: every test"
+run_ctest --preset asan -LE interop
 
-echo "== interop: softndk against Linux soft-iWARP (siw) in a siw-vm guest (issue 8)"
+phase "interop: softndk against Linux soft-iWARP (siw) in a siw-vm guest (issue 8)"
 for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan/tools/ndkperf" \
              "siw_errors.sh build/asan/tools/ndkperf"; do
   status=0
@@ -23,17 +52,21 @@ for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan
   tests/interop/"$script" "$tool" build/asan/interop || status=$?
   [ "$status" -eq 77 ] && break  # the suite said why in one line; the others would say the same
   if [ "$status" -ne 0 ]; then
-    echo "interop failed ($script); captures and tshark summaries are in build/asan/interop"
+    echo "interop failed ($script, its failed cases listed just above); captures, logs and tshark summaries are" \
+      "in build/asan/interop"
     exit "$status"
   fi
 done
 
-echo "== TSan: concurrency tests"
+phase "TSan: build the concurrency tests"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target concurrency_tests transport_tests km_tests remote_peer_tests ndk_test_peer ndkping
-ctest --preset tsan -j "$jobs"
+phase "TSan: concurrency tests"
+run_ctest --preset tsan
 
+phase "fuzz"
 scripts/fuzz.sh 20
 
-echo "== install: headers, library, CMake package, pkg-config"
+phase "install: headers, library, CMake package, pkg-config"
 scripts/check-install.sh
+phase ""

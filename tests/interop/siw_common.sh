@@ -18,8 +18,52 @@ if ! vm start --name "$name" "${guest_ports[@]}" >"$out/siw-vm-start-$name.log" 
   echo "SKIP siw interop: the siw guest did not boot ($(tail -1 "$out/siw-vm-start-$name.log"))"
   exit 77
 fi
-trap 'vm stop --name "$name" >/dev/null 2>&1' EXIT
+
+# Every case has a name. A suite that fails ends by naming each failed case, and one that stops unexpectedly names
+# the case it was in, so the last lines of the CI log say what broke (the details are above, under FAIL).
+suite=$(basename "$0" .sh)
+current_case="(guest set-up)"
+failed=0
+failed_cases=()
+begin_case() { current_case="$1"; }
+case_failed() { failed=1; failed_cases+=("$1"); }
+on_exit() {
+  local status=$?
+  vm stop --name "$name" >/dev/null 2>&1
+  [ "$status" -eq 0 ] && return
+  if ((${#failed_cases[@]})); then
+    echo "$suite: ${#failed_cases[@]} case(s) failed; each one's logs are printed under its FAIL line above:"
+    printf '  FAIL %s\n' "${failed_cases[@]}"
+  else
+    echo "$suite: stopped with exit $status in case: $current_case"
+  fi
+}
+trap on_exit EXIT
 echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/siw-vm-start-$name.log" | head -1)"
+
+# Waits up to SECONDS (default 60) for a line matching PATTERN in FILE. 1 when it never came: a loaded machine
+# starts a sanitizer build slowly, so no wait here assumes a speed.
+wait_for_line() {
+  local file="$1" pattern="$2" deadline=$((SECONDS + ${3:-60}))
+  until grep -Eq "$pattern" "$file" 2>/dev/null; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.05
+  done
+}
+
+# Prints the guest file GUEST_LOG once its command has written its exit marker (a line matching MARKER), waiting
+# up to SECONDS (default 30); prints what is there when the marker never came.
+guest_log_when_done() {
+  local guest_log="$1" marker="$2" deadline=$((SECONDS + ${3:-30})) text
+  while :; do
+    text=$(vm exec --name "$name" -- sh -c "cat $guest_log" 2>/dev/null)
+    if grep -Eq "$marker" <<<"$text" || [ "$SECONDS" -ge "$deadline" ]; then
+      printf '%s\n' "$text"
+      return
+    fi
+    sleep 0.2
+  done
+}
 
 # The opcodes tshark decodes in a capture, and its CRC verdicts, for reading without re-running; the full decode
 # goes beside the capture. Fails when tshark cannot read the capture or finds no RDMAP message in it.

@@ -19,13 +19,17 @@ SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/errors-*
-failed=0
 index=0
 next_ports() { forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1)); index=$((index + 1)); }
 guest() { vm exec --name "$name" -- sh -c "$1" 2>/dev/null; }
-report() {  # verdict (0 = pass), what, detail; on failure the logs of both sides
+report() {  # verdict (0 = pass), what, detail; on failure the tails of both sides' logs
   if [ "$1" -eq 0 ]; then echo "ok   $2: $3"; else
-    echo "FAIL $2"; tail -n 4 "$log"; guest "tail -n 4 /tmp/errors-guest.log; dmesg | tail -n 3"; failed=1
+    echo "FAIL $2: $3"
+    echo "  -- softndk, the end of $log:"
+    tail -n 12 "$log" | sed 's/^/  | /'
+    echo "  -- siw, the end of the guest's log and dmesg:"
+    guest "tail -n 12 /tmp/errors-guest.log; dmesg | tail -n 4" | sed 's/^/  | /'
+    case_failed "$2"
   fi
 }
 
@@ -33,13 +37,14 @@ report() {  # verdict (0 = pass), what, detail; on failure the logs of both side
 # log and siw's dmesg line.
 siw_initiates() {
   local tool="$1" ours="$2" theirs="$3" cause="$4" logged="$5" memory="$6"
+  begin_case "siw $tool $theirs -> ndkperf $ours"
   next_ports
   pcap="$out/errors-siw-initiates-$index.pcap" log="${pcap%.pcap}.log"
   guest 'dmesg -c >/dev/null'
   # shellcheck disable=SC2086
   SOFTNDK_TRACE="$pcap" timeout 60 "$ndkperf" "$tool" -R -p "$reverse" $ours >"$log" 2>&1 &
   local server=$!
-  for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+  wait_for_line "$log" "Waiting for client"
   local theirs_exit
   # 20 s: perftest's client has hung once after siw took our Terminate; timeout ends it (exit 143)
   theirs_exit=$(guest "timeout 20 $tool -R -p $reverse $theirs \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
@@ -62,6 +67,7 @@ siw_initiates() {
 # refused request in softndk's log.
 softndk_initiates() {
   local tool="$1" ours="$2" theirs="$3" expected="$4"
+  begin_case "ndkperf $tool $ours -> siw $theirs"
   next_ports
   pcap="$out/errors-softndk-initiates-$index.pcap" log="${pcap%.pcap}.log"
   guest 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true'
@@ -71,9 +77,8 @@ softndk_initiates() {
   # shellcheck disable=SC2086
   SOFTNDK_TRACE="$pcap" timeout 60 "$ndkperf" "$tool" -R -p "$forward" $ours 127.0.0.1 >"$log" 2>&1
   local ours_exit=$?
-  sleep 1
   local theirs_exit
-  theirs_exit=$(guest 'cat /tmp/errors-guest.log' | grep -o 'exit=[0-9]*')
+  theirs_exit=$(guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]' | grep -o 'exit=[0-9]*')
   local verdict=1 info=""
   # The refused request's completion, or the flushed receive's when every Write or Send had completed as sent
   if [ "$ours_exit" -eq 1 ] && grep -Eq "(Completion with error at client|data connection ended): $expected" "$log" &&
@@ -93,6 +98,7 @@ killed() {
     timeout 60 "$ndkperf" ib_write_bw -R -p "$@" -s 65536 -D 20
   }
   local victim="$1" role="$2"
+  begin_case "$victim process killed mid-transfer ($role)"
   next_ports
   log="$out/errors-killed-$victim-$role.log"
   export SOFTNDK_TRACE="${log%.log}.pcap"
@@ -109,11 +115,14 @@ killed() {
     port=$reverse
     victim_run "$port" >"$log" 2>&1 &
     ours_pid=$!
-    for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+    wait_for_line "$log" "Waiting for client"
     vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $port -s 65536 -D 20 \$SIWVM_HOST \
         >/tmp/errors-guest.log 2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
   fi
-  sleep 4
+  # Mid-transfer: 2 s into the data phase (perftest's report header is printed as it starts), however long a
+  # loaded machine took to get there.
+  wait_for_line "$log" "#bytes" 60
+  sleep 2
   local verdict=1 detail
   if [ "$victim" = siw ]; then
     guest 'killall -9 ib_write_bw'
@@ -127,12 +136,8 @@ killed() {
   else
     kill -9 "$ours_pid"
     wait "$ours_pid" 2>/dev/null
-    local theirs_exit=""
-    for _ in $(seq 20); do
-      theirs_exit=$(guest 'cat /tmp/errors-guest.log' | grep -o 'exit=[0-9]*')
-      [ -n "$theirs_exit" ] && break
-      sleep 0.5
-    done
+    local theirs_exit
+    theirs_exit=$(guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]' 10 | grep -o 'exit=[0-9]*')
     detail="siw's ib_write_bw ended with $theirs_exit"
     [ -n "$theirs_exit" ] && [ "$theirs_exit" != exit=0 ] && verdict=0
   fi
@@ -169,30 +174,33 @@ killed softndk siw-server
 killed softndk siw-client
 
 # Both sides keep running: a clean ib_write_bw each way, and no kernel warning in the guest.
+begin_case "both sides keep running"
 next_ports
 log="$out/errors-after-siw-server.log"
 vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $forward -s 4096 -n 200 >/tmp/errors-guest.log \
     2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
 vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
 # The guest's server may not listen yet after the kill cases (TCG): a refused connect is tried again, up to 3 times.
-for _ in 1 2 3; do
+retried=""
+for attempt in 1 2 3; do
   SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$forward" -s 4096 -n 200 127.0.0.1 >"$log" 2>&1
   ours_exit=$?
   grep -q "NdkConnect failed: 0xC0000236" "$log" || break
+  echo "note: the guest refused connect attempt $attempt (NdkConnect STATUS_CONNECTION_REFUSED); trying again"
+  retried=" [retried: the guest's server refused the first connect]"
   sleep 1
 done
-sleep 1
 clean=1
-[ "$ours_exit" -eq 0 ] && guest 'cat /tmp/errors-guest.log' | grep -q 'exit=0' && clean=0
+[ "$ours_exit" -eq 0 ] && guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]' | grep -q 'exit=0' && clean=0
 log="$out/errors-after-siw-client.log"
 SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
 server=$!
-for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+wait_for_line "$log" "Waiting for client"
 theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
 wait "$server" || clean=1
 [ "$theirs_exit" = 0 ] || clean=1
 guest dmesg >"$out/siw-dmesg-errors.txt"
 if grep -q -E "WARNING|BUG|Oops|Call Trace" "$out/siw-dmesg-errors.txt"; then clean=1; fi
 summary "$out/errors-after-siw-server.pcap" >/dev/null && summary "$out/errors-after-siw-client.pcap" >/dev/null || clean=1
-report $clean "both sides keep running" "a clean ib_write_bw -R each way afterwards; no kernel warning in dmesg"
+report $clean "both sides keep running" "a clean ib_write_bw -R each way afterwards; no kernel warning in dmesg$retried"
 exit $failed

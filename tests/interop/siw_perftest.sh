@@ -31,7 +31,6 @@ SIWVM_PATH="${3:-}"
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/perftest-*
 vm exec --name "$name" -- sh -c 'uname -r; ib_write_bw --version' >"$out/siw-guest-perftest-version.txt" 2>&1
-failed=0
 
 # The data connection's negotiation, exactly as asked (the last MPA exchange in the capture).
 negotiated() {
@@ -50,7 +49,7 @@ verdict() {
   local what="$1" guest_log="$2" row="^ $size +[0-9]+ " unit="MB/sec"
   [ "$option" = gbits ] && unit="Gb/sec"
   local guest
-  guest=$(vm exec --name "$name" -- sh -c "cat $guest_log" 2>/dev/null)
+  guest=$(guest_log_when_done "$guest_log" "perftest-exit=")
   if [ "$ours" -eq 0 ] && grep -Eq "$row" "$log" && grep -q "perftest-exit=0" <<<"$guest" &&
      grep -Eq "$row" <<<"$guest" && grep -q "BW average\[$unit\]" "$log" && grep -q "BW average\[$unit\]" <<<"$guest" &&
      info=$(summary "$pcap") && negotiated; then
@@ -58,9 +57,11 @@ verdict() {
   else
     echo "FAIL $what: $tool -s $size ${run[*]}${reads:+ -o $reads} (ndkperf exit $ours)"
     [ -n "$reads" ] && tail -1 "${pcap%.pcap}.mpa.txt"
-    tail -4 "$log"
-    tail -4 <<<"$guest"
-    failed=1
+    echo "  -- softndk, the end of $log:"
+    tail -n 12 "$log" | sed 's/^/  | /'
+    echo "  -- siw, the end of the guest's $guest_log:"
+    tail -n 12 <<<"$guest" | sed 's/^/  | /'
+    case_failed "$what: $tool -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}"
   fi
 }
 
@@ -77,6 +78,7 @@ for c in $cases; do
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
+  begin_case "siw $tool -R server <- ndkperf: -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}"
   vm exec --name "$name" -- sh -c 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true' >/dev/null 2>&1
   vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward -s $size ${run[*]} ${limit[*]} \
       >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
@@ -87,9 +89,9 @@ for c in $cases; do
   SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" -s "$size" "${run[@]}" "${limit[@]}" 127.0.0.1 \
       >"$log" 2>&1
   ours=$?
-  sleep 0.5
   verdict "siw $tool -R server <- ndkperf $tool -R client" /tmp/perftest-server.log
   # ---- siw is the client ----
+  begin_case "siw $tool -R client -> ndkperf: -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}"
   pcap="$out/perftest-siw-client-$tool-$size${reads:+-o$reads}${count//[0-9]/}${option:+-$option}.pcap"
   initiated=siw
   log="${pcap%.pcap}.log"
@@ -98,7 +100,7 @@ for c in $cases; do
     SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" -s "$size" "${run[@]}" "${limit[@]}" \
         >"$log" 2>&1 &
     server=$!
-    for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
+    wait_for_line "$log" "Waiting for client"
     vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse -s $size ${run[*]} ${limit[*]} \$SIWVM_HOST \
         >/tmp/perftest-client.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-client.log" >/dev/null 2>&1
     wait "$server"

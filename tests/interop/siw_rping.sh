@@ -26,7 +26,6 @@ SIWVM_PATH="${3:-}"
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/rping-*
 vm exec --name "$name" -- sh -c 'uname -r; rping -h 2>&1 | head -1' >"$out/siw-guest-versions.txt" 2>&1
-failed=0
 # The negotiation holds: with CRC on, tshark finds good CRCs and no bad one. When softndk initiated, its Request
 # offered P2P with one RTR (Read with readrtr, else Write), siw's Reply chose it, and softndk's first FPDU is that
 # RTR: a zero-length Read Request or a zero-length Write (issue 8 §3).
@@ -53,9 +52,11 @@ verdict() {
     echo "ok   $what: $count x $label verified ($info)"
   else
     echo "FAIL $what: $label (ndkping exit $ours, siw ${theirs:-no exit status})"
-    tail -3 "$log"
-    vm exec --name "$name" -- sh -c "tail -3 $guest_log" 2>/dev/null
-    failed=1
+    echo "  -- softndk, the end of $log:"
+    tail -n 12 "$log" | sed 's/^/  | /'
+    echo "  -- siw, the end of the guest's $guest_log:"
+    vm exec --name "$name" -- sh -c "tail -n 12 $guest_log" 2>/dev/null | sed 's/^/  | /'
+    case_failed "$what: $label"
   fi
 }
 
@@ -71,6 +72,7 @@ for c in $cases; do
   forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
   index=$((index + 1))
   # ---- siw is the server ----
+  begin_case "siw rping -s <- ndkping --rping -c: $label"
   vm exec --name "$name" -- sh -c 'killall -9 rping 2>/dev/null; true' >/dev/null 2>&1
   vm exec --name "$name" --bg -- sh -c "timeout 120 rping -s -a 0.0.0.0 -p $forward -C $count -S 65535 -V \
       >/tmp/rping-server.log 2>&1; echo rping-exit=\$? >>/tmp/rping-server.log" >/dev/null 2>&1
@@ -81,8 +83,7 @@ for c in $cases; do
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -c -a 127.0.0.1 -p "$forward" -C "$count" -S "$size" -V \
       --limits "$limits" >"$log" 2>&1
   ours=$?
-  sleep 0.5
-  guest_log=$(vm exec --name "$name" -- sh -c 'cat /tmp/rping-server.log' 2>/dev/null)
+  guest_log=$(guest_log_when_done /tmp/rping-server.log "rping-exit=")
   theirs=$(grep -o 'rping-exit=[0-9]*' <<<"$guest_log")
   # rping's server ends on the client's disconnect ("wait for RDMA_READ_ADV state 10", DISCONNECTED). Rarely (once
   # in about 60 runs) its CM thread then reads the event channel it has just destroyed and it exits 255. That is
@@ -93,6 +94,7 @@ for c in $cases; do
   fi
   verdict "siw rping -s  <- ndkping --rping -c" "client done, $count iterations verified" /tmp/rping-server.log
   # ---- siw is the client ----
+  begin_case "siw rping -c -> ndkping --rping -s: $label"
   vm exec --name "$name" -- sh -c 'killall -9 rping 2>/dev/null; true' >/dev/null 2>&1
   pcap="$out/rping-siw-client-$size${crc:+-$crc}.pcap"
   initiated=siw
@@ -100,7 +102,7 @@ for c in $cases; do
   SOFTNDK_TRACE="$pcap" timeout 150 "$ndkping" --rping -s -a 127.0.0.1 -p "$reverse" -C "$count" -S 65535 -V \
       >"$log" 2>&1 &
   server=$!
-  for _ in $(seq 100); do grep -q listening "$log" && break; sleep 0.05; done
+  wait_for_line "$log" listening
   theirs=$(vm exec --name "$name" -- sh -c "timeout 120 rping -c -a \$SIWVM_HOST -p $reverse -C $count -S $size -V \
       >/tmp/rping-client.log 2>&1; echo rping-exit=\$?" 2>/dev/null | grep -o 'rping-exit=[0-9]*')
   wait "$server"
