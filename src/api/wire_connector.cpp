@@ -281,8 +281,12 @@ NTSTATUS WireCompleteConnect(ConnectorObject* connector, void* event, PVOID even
                           connector->disconnect_context = event_context;
                           engine::QueuePair& qp = connector->qp->qp;
                           qp.Associate(side->tcp.get(), side->inbound, side->outbound);
+                          // The RTR is queued before the QP takes posts, so a post from another thread cannot go
+                          // first, and sent once it does, so the peer's answer finds the QP connected (issue 18
+                          // §3.4).
+                          side->tcp->Establish(&qp, side->inbound, side->outbound);
                           qp.SetState(engine::QueuePair::State::kConnected);
-                          side->tcp->Establish(&qp, side->inbound, side->outbound);  // the RTR goes before any post
+                          side->tcp->SendQueued();
                           side->state = ConnectorState::kConnected;
                           return STATUS_SUCCESS;
                       });

@@ -317,6 +317,14 @@ void TcpConnection::ReadMpa() {
         mpa_in_.shrink_to_fit();
         if (active_) {
             crc_ = offer_.crc || frame.crc;  // RFC 5044 §7.1: CRC if either side asks for it
+            // RFC 6581 §5: the responder's ORD may not exceed the IRD we offered. Not lowered in silence: its Read
+            // Requests would exceed what we hold. Refused as siw does, with a Terminate (issue 18 §3.2).
+            if (frame.enhanced && !frame.reject && frame.words.ord > offer_.ird) {
+                max_payload_ = PathMaxUlpdu();  // the Terminate is an FPDU: the stream is in FPDU mode now
+                phase_ = Phase::kReplied;
+                Fail(wire::term::kLlpInsufficientIrd, STATUS_CONNECTION_REFUSED, nullptr, 0);
+                return;
+            }
             phase_ = Phase::kReplied;
             Emit(Event::kMpaReceived);
             if (peer_.reject && phase_ != Phase::kClosed)
@@ -413,9 +421,18 @@ void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord)
         rtr->stag = 1;
     }
     std::vector<Finished> finished;
-    Enqueue(std::move(rtr), &finished);
+    Enqueue(std::move(rtr), &finished, /*pump=*/false);
     RunFinished(&finished);
     ScheduleKicks(0);
+}
+
+void TcpConnection::SendQueued() {
+    std::vector<Finished> finished;
+    {
+        std::lock_guard lock(send_mutex_);
+        PumpLocked(&finished);
+    }
+    RunFinished(&finished);
 }
 
 void TcpConnection::ScheduleKicks(int round) {

@@ -104,7 +104,9 @@ public:
     // Active, after kMpaReceived with an accepting Reply: enter RDMA mode with `qp`; the RTR (or, to a peer
     // without P2P, a zero-length Write, siw-facts §3.4) goes first, so the first FPDU never races the
     // responder's set-up.
+    // The RTR is queued, not sent: SendQueued sends it once the QP takes posts (a post sends it too, first).
     void Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord);
+    void SendQueued();
     // The initiator's kicks (siw-facts §3.4): while nothing has come from the peer since the connection was
     // established, a zero-length Write (STag 1, TO 0, as the RTR), from 10 ms to 10.24 s after. A responder
     // that sent its Reply before it could read leaves our first FPDUs unread until more bytes arrive (Linux siw

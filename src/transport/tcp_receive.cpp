@@ -208,13 +208,19 @@ void TcpConnection::TakePayload(const uint8_t* data, size_t size) {
 bool TcpConnection::ProcessHead() {
     Rx& rx = *rx_;
     wire::PeekFpduLength({rx.head, rx.head_have}, &rx.ulpdu_length);
-    const std::span<const uint8_t> ulpdu(rx.head + wire::kFpduLengthSize, rx.head_have - wire::kFpduLengthSize);
+    // A ULPDU shorter than its header (length 0 included) holds no whole DDP header, and the bytes behind it are
+    // the next FPDU's: the header is parsed from the ULPDU's own bytes only, and the Terminate is LLP/MPA 0x03
+    // with no header copy (siw sends the same cause; issue 18 §3.5).
+    const wire::TerminateCause too_short = wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, false);
+    if (rx.ulpdu_length < wire::kDdpTaggedHeaderSize)  // shorter than any header
+        return RefuseHead(too_short, STATUS_CONNECTION_ABORTED, nullptr, 0);
+    const std::span<const uint8_t> ulpdu(rx.head + wire::kFpduLengthSize,
+                                         std::min<size_t>(rx.head_have - wire::kFpduLengthSize, rx.ulpdu_length));
     const wire::ParseResult parsed = wire::ParseSegmentHeader(ulpdu, &rx.header);
     const size_t header_size = parsed.size;
     const size_t offender = wire::kFpduLengthSize + std::min(header_size, wire::kDdpUntaggedHeaderSize);
     if ((parsed.ok() || parsed.status == wire::WireStatus::kNeedMoreBytes) && rx.ulpdu_length < header_size)
-        return RefuseHead(wire::TerminateCauseFor(wire::WireStatus::kUlpduShorterThanHeader, rx.header.tagged),
-                          STATUS_CONNECTION_ABORTED, rx.head, std::min(rx.head_have, offender));  // siw: LLP/MPA/0x03
+        return RefuseHead(too_short, STATUS_CONNECTION_ABORTED, nullptr, 0);
     if (parsed.status == wire::WireStatus::kNeedMoreBytes) {
         rx.head_need = wire::kFpduLengthSize + header_size;  // a Read Request: 28 more header bytes
         return true;
@@ -253,6 +259,12 @@ bool TcpConnection::ProcessHead() {
             ++rx.expected_read_msn;
             break;
         case wire::RdmapOpcode::kTerminate:
+            // RFC 5040 §4.8: a Terminate is the one message of queue 2: MSN 1, MO 0, one FPDU (issue 18 §3.3).
+            // Another is no Terminate to honour but a malformed untagged segment, answered as such.
+            if (header.msn != 1)
+                return RefuseHead(wire::term::kDdpUntaggedMsnRange, STATUS_CONNECTION_ABORTED, rx.head, offender);
+            if (header.message_offset != 0)
+                return RefuseHead(wire::term::kDdpUntaggedInvalidMo, STATUS_CONNECTION_ABORTED, rx.head, offender);
             if (rx.payload_size > sizeof(rx.small))
                 return RefuseHead(wire::term::kDdpUntaggedMessageTooLong, STATUS_CONNECTION_ABORTED, rx.head, offender);
             rx.sink = Rx::Sink::kSmall;
@@ -347,6 +359,8 @@ bool TcpConnection::PlanSend() {
 bool TcpConnection::RefuseHead(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender,
                                size_t offender_size, bool receive_too_long) {
     Rx& rx = *rx_;
+    // A header copy never reaches past the ULPDU into the next FPDU's bytes (issue 18 §3.5).
+    if (offender == rx.head) offender_size = std::min(offender_size, wire::kFpduLengthSize + rx.ulpdu_length);
     if (!crc_ || rx.held.active) {
         if (receive_too_long) EndReceiveTooLong();
         return Fail(cause, status, offender, offender_size);
@@ -485,8 +499,10 @@ bool TcpConnection::HandleReadRequest() {
                         STATUS_CONNECTION_ABORTED, rx.head, offender);
     }
     response->pieces = &response->source.pieces();
-    response->inbound_read = true;
-    inbound_reads_.fetch_add(1, std::memory_order_acq_rel);
+    // A Read RTR takes no IRD slot: the initiator does not count it against its ORD (RFC 6581 §6 makes it part
+    // of the handshake), so a Read posted at once behind it must still fit (issue 18 §3.1).
+    response->inbound_read = !rtr;
+    if (!rtr) inbound_reads_.fetch_add(1, std::memory_order_acq_rel);
     std::vector<Finished> finished;
     Enqueue(std::move(response), &finished, /*pump=*/false);  // ReadFpdus sends it at the end of the batch
     responses_queued_ = true;

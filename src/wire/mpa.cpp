@@ -53,9 +53,11 @@ ParseResult ParseMpaFrame(std::span<const uint8_t> in, MpaFrameKind expected, Mp
     out->markers = (flags & kMpaFlagMarkers) != 0;
     out->crc = (flags & kMpaFlagCrc) != 0;
     out->reject = (flags & kMpaFlagReject) != 0;
-    out->enhanced = (flags & kMpaFlagEnhanced) != 0;
-    out->reserved_flags = flags & kMpaFlagReservedMask;
     out->revision = in[kRevisionOffset];
+    // RFC 6581 §5: H exists from revision 2; in a revision-1 frame that bit is reserved, ignored on receipt, and
+    // the private data is all the ULP's (issue 18 §3.7: the Reply then comes in revision 1).
+    out->enhanced = (flags & kMpaFlagEnhanced) != 0 && out->revision >= 2;
+    out->reserved_flags = flags & kMpaFlagReservedMask;
     const size_t pd_length = LoadBe16(&in[kPdLengthOffset]);
 
     if (!SupportedRevision(out->revision)) return {WireStatus::kUnsupportedMpaRevision, 0};
@@ -67,8 +69,7 @@ ParseResult ParseMpaFrame(std::span<const uint8_t> in, MpaFrameKind expected, Mp
     out->private_data = pd;
     if (out->markers) return {WireStatus::kMarkersRequested, frame_size};
     if (out->enhanced) {
-        // RFC 6581 §5: with H the first 4 private-data bytes are the IRD and ORD words. Honoured at any revision
-        // (lenient, as siw echoes it); our serialiser only sets H with revision 2.
+        // RFC 6581 §5: with H the first 4 private-data bytes are the IRD and ORD words.
         if (pd_length < kMpaEnhancedWordsSize) {
             // siw rejects "H without words" with a Reject that itself has H and no words (`30 02 0000`): a
             // Reject ends the negotiation anyway, so it is reported as one (words zero) rather than as malformed.

@@ -177,16 +177,20 @@ TEST(WireMpaTest, SiwRejectWithEnhancedFlagButNoWordsIsStillAReject) {
               WireStatus::kEnhancedHeaderMissing);
 }
 
-TEST(WireMpaTest, EnhancedWordsAreReadEvenWithRevisionOne) {
-    // Lenient on receive (siw echoes H at any revision); our serialiser only sets H with revision 2.
+// Issue 18 §3.7 (RFC 6581 §5): H exists from revision 2. In a revision-1 frame the bit is reserved and ignored,
+// and the private data is all the ULP's, so the peer is answered in revision 1.
+TEST(WireMpaTest, EnhancedBitOfARevisionOneFrameIsIgnored) {
     MpaFrame frame;
     ASSERT_EQ(ParseMpaFrame(Header(kMpaRequestKey, kMpaFlagEnhanced, 1, {0x00, 0x05, 0x00, 0x06}),
                             MpaFrameKind::kRequest, &frame)
                   .status,
               WireStatus::kOk);
-    EXPECT_EQ(frame.words.ird, 5);
-    EXPECT_EQ(frame.words.ord, 6);
-    EXPECT_EQ(MakeMpaRequest(false, &frame.words, {}).revision, 2);
+    EXPECT_FALSE(frame.enhanced);
+    EXPECT_EQ(frame.words.ird, 0);
+    EXPECT_EQ(frame.private_data.size(), 4u) << "the four bytes are the ULP's";
+    // Nor is a revision-1 frame with H and fewer than 4 bytes malformed.
+    EXPECT_EQ(ParseMpaFrame(Header(kMpaRequestKey, kMpaFlagEnhanced, 1, {}), MpaFrameKind::kRequest, &frame).status,
+              WireStatus::kOk);
 }
 
 TEST(WireMpaTest, PrivateDataUpTo512IncludingTheWordsIsAcceptedAndLongerIsRefused) {
