@@ -65,6 +65,10 @@ inline constexpr uint8_t kMpaFlagCrc = 0x40;           // C
 inline constexpr uint8_t kMpaFlagReject = 0x20;        // R
 inline constexpr uint8_t kMpaFlagEnhanced = 0x10;      // H (RFC 6581)
 inline constexpr uint8_t kMpaFlagReservedMask = 0x0F;  // 0x08 is siw's private "G"; RFC: send 0, ignore
+// The reserved flags of a frame of this revision: in revision 1, H is reserved too (RFC 6581 §5).
+inline constexpr uint8_t ReservedFlagsMask(uint8_t revision) {
+    return revision < 2 ? kMpaFlagReservedMask | kMpaFlagEnhanced : kMpaFlagReservedMask;
+}
 
 enum class MpaFrameKind : uint8_t { kRequest, kReply };
 
@@ -86,7 +90,7 @@ struct MpaFrame {
     bool crc = false;
     bool reject = false;
     bool enhanced = false;       // H: `words` is valid
-    uint8_t reserved_flags = 0;  // the low 4 flag bits as received (serialised as given)
+    uint8_t reserved_flags = 0;  // the reserved flag bits as received (serialised as given): ReservedFlagsMask
     MpaEnhancedWords words;
     std::span<const uint8_t> private_data;  // ULP private data after the enhanced words; points into the input
 };

@@ -57,7 +57,7 @@ ParseResult ParseMpaFrame(std::span<const uint8_t> in, MpaFrameKind expected, Mp
     // RFC 6581 §5: H exists from revision 2; in a revision-1 frame that bit is reserved, ignored on receipt, and
     // the private data is all the ULP's (issue 18 §3.7: the Reply then comes in revision 1).
     out->enhanced = (flags & kMpaFlagEnhanced) != 0 && out->revision >= 2;
-    out->reserved_flags = flags & kMpaFlagReservedMask;
+    out->reserved_flags = flags & ReservedFlagsMask(out->revision);
     const size_t pd_length = LoadBe16(&in[kPdLengthOffset]);
 
     if (!SupportedRevision(out->revision)) return {WireStatus::kUnsupportedMpaRevision, 0};
@@ -124,7 +124,7 @@ WireStatus SerializeMpaFrame(const MpaFrame& frame, std::span<uint8_t> out, size
     std::memcpy(out.data(), key.data(), kMpaKeySize);
     out[kFlagsOffset] = static_cast<uint8_t>(
         (frame.markers ? kMpaFlagMarkers : 0) | (frame.crc ? kMpaFlagCrc : 0) | (frame.reject ? kMpaFlagReject : 0) |
-        (frame.enhanced ? kMpaFlagEnhanced : 0) | (frame.reserved_flags & kMpaFlagReservedMask));
+        (frame.enhanced ? kMpaFlagEnhanced : 0) | (frame.reserved_flags & ReservedFlagsMask(frame.revision)));
     out[kRevisionOffset] = frame.revision;
     StoreBe16(&out[kPdLengthOffset], static_cast<uint16_t>(pd_length));
     size_t at = kMpaHeaderSize;

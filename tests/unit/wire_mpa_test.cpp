@@ -188,6 +188,13 @@ TEST(WireMpaTest, EnhancedBitOfARevisionOneFrameIsIgnored) {
     EXPECT_FALSE(frame.enhanced);
     EXPECT_EQ(frame.words.ird, 0);
     EXPECT_EQ(frame.private_data.size(), 4u) << "the four bytes are the ULP's";
+    // As a reserved bit, H is kept and serialised back as received (the fuzzer's round trip).
+    const std::vector<uint8_t> in = Header(kMpaRequestKey, kMpaFlagEnhanced, 1, {0x00, 0x05, 0x00, 0x06});
+    ASSERT_TRUE(ParseMpaFrame(in, MpaFrameKind::kRequest, &frame).ok());
+    std::vector<uint8_t> out(MpaFrameSize(frame));
+    size_t written = 0;
+    ASSERT_EQ(SerializeMpaFrame(frame, out, &written), WireStatus::kOk);
+    EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + written), in);
     // Nor is a revision-1 frame with H and fewer than 4 bytes malformed.
     EXPECT_EQ(ParseMpaFrame(Header(kMpaRequestKey, kMpaFlagEnhanced, 1, {}), MpaFrameKind::kRequest, &frame).status,
               WireStatus::kOk);
