@@ -14,7 +14,7 @@ ndkperf="$1" out="$2"
 name="ndk-errors-$$"
 base=$((50000 + RANDOM % 10000))
 guest_ports=()
-for i in $(seq 0 13); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+for i in $(seq 0 16); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
@@ -70,17 +70,32 @@ siw_initiates() {
 softndk_initiates() {
   local tool="$1" ours="$2" theirs="$3" expected="$4"
   begin_case "ndkperf $tool $ours -> siw $theirs"
-  next_ports
-  pcap="$out/errors-softndk-initiates-$index.pcap" log="${pcap%.pcap}.log"
-  guest 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true'
-  vm exec --name "$name" --bg -- sh -c "timeout 50 $tool -R -p $forward $theirs >/tmp/errors-guest.log 2>&1; \
-      echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
-  vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-  # shellcheck disable=SC2086
-  SOFTNDK_TRACE="$pcap" timeout 60 "$ndkperf" "$tool" -R -p "$forward" $ours 127.0.0.1 >"$log" 2>&1
-  local ours_exit=$?
-  local theirs_exit
-  theirs_exit=$(guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]' | grep -o 'exit=[0-9]*')
+  local retried="" attempt ours_exit theirs_exit guest_text
+  for attempt in 1 2; do
+    next_ports
+    pcap="$out/errors-softndk-initiates-$index.pcap" log="${pcap%.pcap}.log"
+    guest 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true'
+    vm exec --name "$name" --bg -- sh -c "timeout 50 $tool -R -p $forward $theirs >/tmp/errors-guest.log 2>&1; \
+        echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
+    vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    SOFTNDK_TRACE="$pcap" timeout 60 "$ndkperf" "$tool" -R -p "$forward" $ours 127.0.0.1 >"$log" 2>&1
+    ours_exit=$?
+    guest_text=$(guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]')
+    theirs_exit=$(grep -o 'exit=[0-9]*' <<<"$guest_text")
+    # siw's perftest exits (17) at once on its own completion error. Its socket still holds our unread Sends, so
+    # closing it resets the stream, and a reset discards whatever softndk had not read yet, siw's Terminate too:
+    # softndk then sees the connection lost, with no cause to check (once under a CPU hog, issue 22). That
+    # signature alone, siw's completion error and softndk's LLP "connection lost", is run once more, and the
+    # case's line says so.
+    if [ "$attempt" = 1 ] && grep -q "Completion with error at server" <<<"$guest_text" &&
+       grep -q "cause LLP/0x0/0x01" "$log" && ! grep -Eq "$expected" "$log"; then
+      retried=" [run once more: siw's perftest exited on its completion error before its Terminate was out]"
+      mv "$log" "${log%.log}-first-attempt.log"
+      continue
+    fi
+    break
+  done
   local verdict=1 info=""
   # The refused request's completion, or the flushed receive's when every Write or Send had completed as sent
   if [ "$ours_exit" -eq 1 ] && grep -Eq "(Completion with error at client|data connection ended): $expected" "$log" &&
@@ -88,7 +103,7 @@ softndk_initiates() {
     verdict=0
   fi
   report $verdict "ndkperf $tool $ours -> siw $theirs" \
-    "softndk: $(grep -m1 -Eo "(Completion with error at client|data connection ended): $expected" "$log"); siw $theirs_exit ($info)"
+    "softndk: $(grep -m1 -Eo "(Completion with error at client|data connection ended): $expected" "$log"); siw $theirs_exit ($info)$retried"
 }
 
 # A process killed mid-transfer (ib_write_bw -D 20, killed after 4 s): the other side must end within 10 s.
