@@ -52,10 +52,11 @@ refused() {  # tool, server flags, client flags, the client's expected line
   wait "$server"
   local served_exit=$?
   # The refused request's own completion, or (when every Write or Send completed as sent before the Terminate came)
-  # the flushed receive's, carries the cause.
+  # the flushed receive's, carries the cause. On the side that detected the fault its own failed completion may
+  # come before the disconnect event (an oversized Send fails the receive at once): either line names the cause.
   if [ "$client" -eq 1 ] && [ "$served_exit" -eq 1 ] &&
      grep -Eq "(Completion with error at client|data connection ended): $expected" "$log/client" &&
-     grep -q "data connection ended: .*cause" "$log/server" &&
+     grep -Eq "(Completion with error at server|data connection ended): .*cause" "$log/server" &&
      { [[ "$served" != *inject* ]] || grep -q "registered memory unchanged" "$log/server"; }; then
     echo "ok   refused: $tool server [$served] client [$asked]"
   else
