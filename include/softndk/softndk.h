@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 6
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 7
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -90,6 +90,16 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
      * 10.24 s wake it (siw-facts §3.4); 0: none, so the outbound stream holds only what the consumer posted
      * (env SOFTNDK_RTR_KICKS=0). */
     ULONG RtrKicks;
+    /* Version 7 (issue 18 §2): what a peer may hold of a listener before it is an RDMA peer.
+     * MpaRequestTimeoutMs: an accepted socket whose MPA Request is not complete this long after the accept is
+     *   reset (env SOFTNDK_MPA_REQUEST_TIMEOUT_MS; default 5000, as Linux siw's responder; 0 = no limit).
+     * MaxHalfOpen: sockets of one listener waiting for their Request; one more resets the oldest
+     *   (env SOFTNDK_MAX_HALF_OPEN; default 256; 0 = no cap).
+     * AcceptRetryMs: an accept that fails for want of descriptors or memory (EMFILE, ENFILE, ENOMEM, ENOBUFS)
+     *   pauses the listener this long (env SOFTNDK_ACCEPT_RETRY_MS; default 100; 1 … 60000). */
+    ULONG MpaRequestTimeoutMs;
+    ULONG MaxHalfOpen;
+    ULONG AcceptRetryMs;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

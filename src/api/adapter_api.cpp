@@ -187,6 +187,9 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->mpa_crc = Config->MpaCrc != 0;
     adapter->mpa_read_rtr = Config->MpaRtr == SOFTNDK_MPA_RTR_READ;
     adapter->rtr_kicks = Config->RtrKicks != 0;
+    adapter->mpa_request_timeout_ms = Config->MpaRequestTimeoutMs;
+    adapter->max_half_open = Config->MaxHalfOpen;
+    adapter->accept_retry_ms = Config->AcceptRetryMs;
     adapter->wire_faults.drop_after_bytes = Config->WireFaults.DropAfterBytes;
     adapter->wire_faults.drop_after_fpdus = Config->WireFaults.DropAfterFpdus;
     adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;

@@ -93,6 +93,12 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.MpaRtr > SOFTNDK_MPA_RTR_READ)
         return InvalidParameter("unknown MpaRtr (SOFTNDK_MPA_RTR is write or read)");
     if (config.RtrKicks > 1) return InvalidParameter("RtrKicks must be 0 or 1 (SOFTNDK_RTR_KICKS)");
+    if (config.MpaRequestTimeoutMs > 3600000)
+        return InvalidParameter("MpaRequestTimeoutMs above one hour (SOFTNDK_MPA_REQUEST_TIMEOUT_MS; 0 = no limit)");
+    if (config.MaxHalfOpen > 65536)
+        return InvalidParameter("MaxHalfOpen above 65536 (SOFTNDK_MAX_HALF_OPEN; 0 = no cap)");
+    if (config.AcceptRetryMs == 0 || config.AcceptRetryMs > 60000)
+        return InvalidParameter("AcceptRetryMs must be 1 … 60000 (SOFTNDK_ACCEPT_RETRY_MS)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
         return InvalidParameter("InterfaceName is not NUL-terminated");
     if (std::memchr(config.TracePath, 0, sizeof(config.TracePath)) == nullptr)
@@ -207,6 +213,9 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->ProgressThreads = 1;
     Config->BusyPollMicroseconds = 50;
     Config->RtrKicks = 1;
+    Config->MpaRequestTimeoutMs = 5000;  // Linux siw's responder waits 5 s for the Request (siw_cm.h)
+    Config->MaxHalfOpen = 256;
+    Config->AcceptRetryMs = 100;
     if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
         const std::string name = transport;
         Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
@@ -224,6 +233,13 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     }
     if (const char* kicks = std::getenv("SOFTNDK_RTR_KICKS"))  // refused by SoftNdkOpenAdapter unless 0 or 1
         Config->RtrKicks = static_cast<ULONG>(std::strtoul(kicks, nullptr, 10));
+    // Each refused by SoftNdkOpenAdapter when out of range (a value that is not a number reads as 0).
+    if (const char* value = std::getenv("SOFTNDK_MPA_REQUEST_TIMEOUT_MS"))
+        Config->MpaRequestTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_MAX_HALF_OPEN"))
+        Config->MaxHalfOpen = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_ACCEPT_RETRY_MS"))
+        Config->AcceptRetryMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range

@@ -183,6 +183,9 @@ transport::TcpOptions WireOptions(const AdapterObject& adapter) {
     transport::TcpOptions options;
     options.request_crc = adapter.mpa_crc;
     options.rtr_kicks = adapter.rtr_kicks;
+    options.mpa_request_timeout = std::chrono::milliseconds(adapter.mpa_request_timeout_ms);
+    options.max_half_open = adapter.max_half_open;
+    options.accept_retry = std::chrono::milliseconds(adapter.accept_retry_ms);
     options.faults = adapter.wire_faults;
     options.trace = adapter.trace;
     engine::CompletionExecutor* executor = adapter.executor.get();

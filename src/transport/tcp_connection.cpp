@@ -395,6 +395,18 @@ void TcpConnection::Reject(std::vector<uint8_t> private_data) {
     });
 }
 
+void TcpConnection::ExpireIfAwaitingRequest() {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self] {
+        if (self->active_ || self->phase_ != Phase::kAwaitMpa) return;
+        {  // a reset: the silent peer's socket and ours are gone at once, with no TIME_WAIT here
+            std::lock_guard lock(self->send_mutex_);
+            self->ResetOnCloseLocked();
+        }
+        self->Shutdown(STATUS_IO_TIMEOUT, 0, true);
+    });
+}
+
 void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
     std::shared_ptr<TcpConnection> self = shared_from_this();
     establishing_.store(true);

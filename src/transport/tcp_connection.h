@@ -66,6 +66,12 @@ struct TcpOptions {
     // Runs `job` after `delay` on another thread (the adapter's executor); unset: no delayed work. The job must
     // not outlive what it captures: it holds weak references only.
     std::function<void(std::chrono::milliseconds delay, std::function<void()> job)> after;
+    // Issue 18 §2, passive side: an accepted socket whose MPA Request is not complete within this time is reset
+    // (0: no limit); a listener holds at most `max_half_open` such sockets and resets its oldest to take one
+    // more; an `accept` that fails for want of descriptors or memory pauses the listener for `accept_retry`.
+    std::chrono::milliseconds mpa_request_timeout{0};
+    uint32_t max_half_open = 0;  // 0: no cap
+    std::chrono::milliseconds accept_retry{100};
 };
 
 class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
@@ -101,6 +107,8 @@ public:
     // carrying `private_data`, then close.
     void Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32_t ord);
     void Reject(std::vector<uint8_t> private_data);
+    // Passive: resets the connection (kFailed, STATUS_IO_TIMEOUT) if its MPA Request is still not complete.
+    void ExpireIfAwaitingRequest();
     // Active, after kMpaReceived with an accepting Reply: enter RDMA mode with `qp`; the RTR (or, to a peer
     // without P2P, a zero-length Write, siw-facts §3.4) goes first, so the first FPDU never races the
     // responder's set-up.

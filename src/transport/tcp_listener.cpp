@@ -5,7 +5,11 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace softndk::transport {
 namespace {
@@ -52,24 +56,84 @@ NTSTATUS TcpListener::Listen(engine::ProgressEngine* progress, sockaddr_storage*
 void TcpListener::OnReady() {
     std::weak_ptr<TcpListener> weak_listener = weak_from_this();
     std::lock_guard lock(mutex_);  // Close() cannot close fd_ under accept4
-    while (!closed_) {
+    while (!closed_ && !paused_) {
         const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;  // EAGAIN, or a connection that went away before we took it
+        if (fd < 0) {
+            // Out of descriptors or memory: the connection stays in the backlog and the listener stays readable,
+            // so accepting again at once would spin a core (issue 18 §2). Pause, and try again later.
+            if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) PauseAcceptingLocked(errno);
+            return;  // EAGAIN, or a connection that went away before we took it
+        }
+        MakeRoomLocked();
         // Held by its epoll registration until the Request is in; then it is the consumer's, or closed.
-        TcpConnection::Adopt(progress_, fd, options_, [weak_listener](std::weak_ptr<TcpConnection> weak) {
-            return [weak_listener, weak](TcpConnection::Event event, NTSTATUS) {
-                if (event != TcpConnection::Event::kMpaReceived) return;
-                std::shared_ptr<TcpConnection> connection = weak.lock();
-                if (!connection) return;
-                // Delivered under the lock, so Close() returns only once no delivery runs.
-                if (std::shared_ptr<TcpListener> listener = weak_listener.lock()) {
-                    std::lock_guard lock(listener->mutex_);
-                    if (listener->on_request_) return listener->on_request_(connection);
-                }
-                connection->Reject({});  // CM-23: the listener is gone
-            };
-        });
+        std::shared_ptr<TcpConnection> connection =
+            TcpConnection::Adopt(progress_, fd, options_, [weak_listener](std::weak_ptr<TcpConnection> weak) {
+                return [weak_listener, weak](TcpConnection::Event event, NTSTATUS) {
+                    if (event != TcpConnection::Event::kMpaReceived && event != TcpConnection::Event::kFailed) return;
+                    std::shared_ptr<TcpConnection> connection = weak.lock();
+                    std::shared_ptr<TcpListener> listener = weak_listener.lock();
+                    if (listener) {
+                        // Delivered under the lock, so Close() returns only once no delivery runs.
+                        std::lock_guard lock(listener->mutex_);
+                        if (connection) listener->ForgetLocked(connection.get());
+                        if (event != TcpConnection::Event::kMpaReceived || !connection) return;
+                        if (listener->on_request_) return listener->on_request_(connection);
+                    }
+                    if (event == TcpConnection::Event::kMpaReceived && connection)
+                        connection->Reject({});  // CM-23: the listener is gone
+                };
+            });
+        half_open_.push_back({connection.get(), connection});
+        if (options_.mpa_request_timeout.count() > 0 && options_.after) {
+            std::weak_ptr<TcpConnection> weak = connection;
+            options_.after(options_.mpa_request_timeout, [weak] {
+                if (std::shared_ptr<TcpConnection> late = weak.lock()) late->ExpireIfAwaitingRequest();
+            });
+        }
     }
+}
+
+void TcpListener::MakeRoomLocked() {
+    if (options_.max_half_open == 0) return;
+    std::erase_if(half_open_, [](const HalfOpen& entry) { return entry.connection.expired(); });
+    while (half_open_.size() >= options_.max_half_open) {
+        // The oldest has had the longest to send its Request: a prompt client is seldom the one reset.
+        std::shared_ptr<TcpConnection> oldest = half_open_.front().connection.lock();
+        half_open_.pop_front();
+        if (oldest) oldest->Close(nullptr);  // a reset; no event follows
+    }
+}
+
+void TcpListener::ForgetLocked(const TcpConnection* connection) {
+    std::erase_if(half_open_, [connection](const HalfOpen& entry) { return entry.key == connection; });
+}
+
+size_t TcpListener::half_open() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<size_t>(std::count_if(half_open_.begin(), half_open_.end(),
+                                             [](const HalfOpen& entry) { return !entry.connection.expired(); }));
+}
+
+void TcpListener::PauseAcceptingLocked(int error) {
+    if (!options_.after || watched_ == nullptr) return;  // no timer to resume with: level-triggered retries
+    paused_ = true;
+    accept_pauses_.fetch_add(1);
+    progress_->Modify(watched_, 0);
+    static const bool debug = std::getenv("SOFTNDK_WIRE_DEBUG") != nullptr;
+    if (debug)
+        std::fprintf(stderr, "softndk: listener: accept failed (%s); paused for %lld ms\n", std::strerror(error),
+                     static_cast<long long>(options_.accept_retry.count()));
+    std::weak_ptr<TcpListener> weak = weak_from_this();
+    options_.after(options_.accept_retry, [weak] {
+        if (std::shared_ptr<TcpListener> self = weak.lock()) self->ResumeAccepting();
+    });
+}
+
+void TcpListener::ResumeAccepting() {
+    std::lock_guard lock(mutex_);
+    if (closed_ || !paused_ || watched_ == nullptr) return;
+    paused_ = false;
+    progress_->Modify(watched_, EPOLLIN);  // level-triggered: a waiting connection wakes the lane again
 }
 
 void TcpListener::Close() {

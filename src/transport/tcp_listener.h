@@ -1,12 +1,16 @@
 // A listening TCP socket for NdkListen (issue 7 §4): accepts connections on the progress engine, reads each
 // one's MPA Request and hands the valid ones over. A connection whose Request is malformed never reaches the
 // consumer (TcpConnection refuses it, siw-facts §3.3).
+// Issue 18 §2: a peer costs only its own connection. A socket whose Request is not complete in time is reset;
+// at most max_half_open sockets wait for their Request (the oldest is reset to take a new one); an accept that
+// fails for want of descriptors or memory pauses the listener instead of spinning on it.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <atomic>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 
@@ -30,18 +34,35 @@ public:
     // Stops accepting. A Request that arrives later is refused (its connection closed).
     void Close();
 
+    // For tests and tools: sockets accepted whose MPA Request is not in yet, and accepts paused so far.
+    size_t half_open() const;
+    uint64_t accept_pauses() const { return accept_pauses_.load(); }
+
 private:
     TcpListener(engine::ProgressEngine* progress, int fd, const TcpOptions& options, OnRequest on_request);
     void OnReady();
+    void PauseAcceptingLocked(int error);
+    void ResumeAccepting();
+    void ForgetLocked(const TcpConnection* connection);
+    void MakeRoomLocked();  // resets the oldest half-open sockets until one more fits
 
     engine::ProgressEngine* const progress_;
     const uint64_t lane_;
     int fd_;
     engine::ProgressEngine::Watched* watched_ = nullptr;
     TcpOptions options_;
-    std::mutex mutex_;  // fd_, watched_, on_request_ and closed_: Close() never overlaps an accept or a delivery
+    mutable std::mutex
+        mutex_;  // fd_, watched_, on_request_ and closed_: Close() never overlaps an accept or a delivery
     OnRequest on_request_;
     bool closed_ = false;
+    bool paused_ = false;  // accept failed for want of resources: retried after options_.accept_retry
+    std::atomic<uint64_t> accept_pauses_{0};
+    // Accepted, MPA Request not in yet, oldest first (under mutex_).
+    struct HalfOpen {
+        const TcpConnection* key;
+        std::weak_ptr<TcpConnection> connection;
+    };
+    std::list<HalfOpen> half_open_;
 };
 
 }  // namespace softndk::transport
