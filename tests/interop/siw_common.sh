@@ -65,6 +65,12 @@ guest_log_when_done() {
   done
 }
 
+# How many Terminates (RDMAP opcode 7) a capture holds from the peer's port $2: 0 also when tshark cannot read it.
+terminates_from() {
+  tshark -r "$1" -Y "iwarp_rdma.opcode == 7 && tcp.srcport == $2" -T fields -e frame.number 2>/dev/null |
+    grep -c . || true
+}
+
 # The opcodes tshark decodes in a capture, and its CRC verdicts, for reading without re-running; the full decode
 # goes beside the capture. Fails when tshark cannot read the capture or finds no RDMAP message in it.
 summary() {
