@@ -3,30 +3,36 @@
 # HEAD beside ../shared, then `CI=true bash .ci/run` with no standard input. With --hog a busy loop is pinned to
 # each core for the whole run. Each run's log (every line timestamped with seconds since its start) goes to
 # OUTDIR/run-N.log, and OUTDIR/summary.txt gets one line per run: wall time, exit status, the failed phase.
-# Usage: scripts/ci-soak.sh [--hog] [--runs N] [--out OUTDIR]     (defaults: 1 run, OUTDIR /tmp/softndk-ci-soak)
+# --commit REV runs that commit instead of HEAD, so that runs made hours apart test the same code. A failed run's
+# clone stays, with its build and interop captures, as ../ci-soak-<OUTDIR's name>-N.
+# Usage: scripts/ci-soak.sh [--hog] [--runs N] [--out OUTDIR] [--commit REV]
+#        (defaults: 1 run, OUTDIR /tmp/softndk-ci-soak, HEAD)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-hog=0 runs=1 out=/tmp/softndk-ci-soak
+hog=0 runs=1 out=/tmp/softndk-ci-soak commit=HEAD
 while [ $# -gt 0 ]; do
   case "$1" in
     --hog) hog=1 ;;
     --runs) runs="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h | --help) sed -n '2,7p' "$0"; exit 0 ;;
+    --commit) commit="$2"; shift ;;
+    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "ci-soak.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 mkdir -p "$out"
+commit=$(git -C "$root" rev-parse --verify "$commit^{commit}")
 # The clone sits beside ../shared, as CI's does, so the siw interop suites find their harness.
 parent=$(dirname "$root")
 hogs=()
 stop_hogs() { ((${#hogs[@]})) && kill "${hogs[@]}" 2>/dev/null; hogs=(); return 0; }
 trap stop_hogs EXIT
 for n in $(seq 1 "$runs"); do
-  clone="$parent/ci-soak-$n"
+  clone="$parent/ci-soak-$(basename "$out")-$n"
   rm -rf "$clone"
   git clone -q "$root" "$clone"
+  git -C "$clone" checkout -q "$commit"
   if [ "$hog" = 1 ]; then
     for cpu in $(seq 0 $(($(nproc) - 1))); do
       taskset -c "$cpu" bash -c 'while :; do :; done' &
