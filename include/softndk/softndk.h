@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 7
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 8
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -100,6 +100,15 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     ULONG MpaRequestTimeoutMs;
     ULONG MaxHalfOpen;
     ULONG AcceptRetryMs;
+    /* Version 8 (issue 18 §2, CM-25): NdkDisconnect waits this long for the peer's FIN (and for the data queued
+     * before ours to go out); then the connection is reset, the QP flushed, and the request completes with
+     * STATUS_IO_TIMEOUT (env SOFTNDK_DISCONNECT_TIMEOUT_MS; default 60000, as Chelsio's iWARP driver's endpoint
+     * timer and Linux's tcp_fin_timeout; 1 … 3600000). */
+    ULONG DisconnectTimeoutMs;
+    /* Version 8 (issue 18 §2): a peer that stops inside an FPDU or a message, or stops reading what we send, with
+     * no byte either way for this long while such work is open, has its connection reset, so that it cannot pin
+     * registered memory (env SOFTNDK_PEER_STALL_TIMEOUT_MS; default 60000, as DisconnectTimeoutMs; 1 … 3600000). */
+    ULONG PeerStallTimeoutMs;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

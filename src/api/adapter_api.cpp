@@ -190,6 +190,8 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->mpa_request_timeout_ms = Config->MpaRequestTimeoutMs;
     adapter->max_half_open = Config->MaxHalfOpen;
     adapter->accept_retry_ms = Config->AcceptRetryMs;
+    adapter->disconnect_timeout_ms = Config->DisconnectTimeoutMs;
+    adapter->peer_stall_timeout_ms = Config->PeerStallTimeoutMs;
     adapter->wire_faults.drop_after_bytes = Config->WireFaults.DropAfterBytes;
     adapter->wire_faults.drop_after_fpdus = Config->WireFaults.DropAfterFpdus;
     adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;

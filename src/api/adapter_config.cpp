@@ -99,6 +99,10 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
         return InvalidParameter("MaxHalfOpen above 65536 (SOFTNDK_MAX_HALF_OPEN; 0 = no cap)");
     if (config.AcceptRetryMs == 0 || config.AcceptRetryMs > 60000)
         return InvalidParameter("AcceptRetryMs must be 1 … 60000 (SOFTNDK_ACCEPT_RETRY_MS)");
+    if (config.DisconnectTimeoutMs == 0 || config.DisconnectTimeoutMs > 3600000)
+        return InvalidParameter("DisconnectTimeoutMs must be 1 … 3600000 (SOFTNDK_DISCONNECT_TIMEOUT_MS)");
+    if (config.PeerStallTimeoutMs == 0 || config.PeerStallTimeoutMs > 3600000)
+        return InvalidParameter("PeerStallTimeoutMs must be 1 … 3600000 (SOFTNDK_PEER_STALL_TIMEOUT_MS)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
         return InvalidParameter("InterfaceName is not NUL-terminated");
     if (std::memchr(config.TracePath, 0, sizeof(config.TracePath)) == nullptr)
@@ -216,6 +220,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->MpaRequestTimeoutMs = 5000;  // Linux siw's responder waits 5 s for the Request (siw_cm.h)
     Config->MaxHalfOpen = 256;
     Config->AcceptRetryMs = 100;
+    Config->DisconnectTimeoutMs = 60000;  // Chelsio iw_cxgb4's ep_timeout_secs, Linux's tcp_fin_timeout
+    Config->PeerStallTimeoutMs = 60000;
     if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
         const std::string name = transport;
         Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
@@ -240,6 +246,10 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         Config->MaxHalfOpen = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_ACCEPT_RETRY_MS"))
         Config->AcceptRetryMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_DISCONNECT_TIMEOUT_MS"))
+        Config->DisconnectTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_PEER_STALL_TIMEOUT_MS"))
+        Config->PeerStallTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range

@@ -47,6 +47,8 @@ struct AdapterObject {
     uint32_t mpa_request_timeout_ms = 0;          // issue 18 §2: passive MPA Request deadline (0 = none)
     uint32_t max_half_open = 0;                   // per listener (0 = no cap)
     uint32_t accept_retry_ms = 100;               // pause after accept fails for want of resources
+    uint32_t disconnect_timeout_ms = 60000;       // CM-25: NdkDisconnect's wait for the peer's FIN
+    uint32_t peer_stall_timeout_ms = 60000;       // a peer that stops moving open work is reset
     transport::WireFaults wire_faults;            // issue 7 §5
     std::shared_ptr<transport::WireTrace> trace;  // issue 7 §6: null unless tracing
     engine::FaultInjector faults;

@@ -45,23 +45,26 @@ void IndicateDisconnectLocked(WireSide& side) {
 }
 
 // NdkDisconnect's end: once the lane is done with the QP and no post is inside it (CM-24 b), the QP is closed
-// to posts (CM-28), flushed (CM-25), and the request completes.
-void FinishDisconnectLocked(WireSide& side) {
+// to posts (CM-28), flushed (CM-25), and the request completes with `status`; STATUS_IO_TIMEOUT (the peer's FIN
+// did not come in time) resets the stream.
+void FinishDisconnectLocked(WireSide& side, NTSTATUS status = STATUS_SUCCESS) {
     Finish finish = std::move(side.disconnect_finish);
     side.disconnect_finish = nullptr;
     side.state = ConnectorState::kDone;
     if (!finish || side.connector == nullptr) return;
     QpObject* qp = side.connector->qp;
     AdapterObject& adapter = *side.connector->adapter;
-    side.tcp->Close([&adapter, qp, finish] {
-        auto complete = [&adapter, qp, finish] {
-            adapter.executor->Post([qp, finish] {
-                if (qp != nullptr) qp->qp.Flush();
-                finish(STATUS_SUCCESS);
-            });
-        };
-        if (qp == nullptr || qp->qp.Close(complete)) complete();
-    });
+    side.tcp->Close(
+        [&adapter, qp, finish, status] {
+            auto complete = [&adapter, qp, finish, status] {
+                adapter.executor->Post([qp, finish, status] {
+                    if (qp != nullptr) qp->qp.Flush();
+                    finish(status);
+                });
+            };
+            if (qp == nullptr || qp->qp.Close(complete)) complete();
+        },
+        status != STATUS_SUCCESS);
 }
 
 // The connection's events (on its lane).
@@ -186,6 +189,7 @@ transport::TcpOptions WireOptions(const AdapterObject& adapter) {
     options.mpa_request_timeout = std::chrono::milliseconds(adapter.mpa_request_timeout_ms);
     options.max_half_open = adapter.max_half_open;
     options.accept_retry = std::chrono::milliseconds(adapter.accept_retry_ms);
+    options.peer_stall_timeout = std::chrono::milliseconds(adapter.peer_stall_timeout_ms);
     options.faults = adapter.wire_faults;
     options.trace = adapter.trace;
     engine::CompletionExecutor* executor = adapter.executor.get();
@@ -403,7 +407,23 @@ NTSTATUS WireDisconnect(ConnectorObject* connector, NDK_FN_REQUEST_COMPLETION co
                           side->tcp->Disconnect();  // a FIN once everything queued is out
                           side->state = ConnectorState::kDisconnecting;
                           side->disconnect_finish = finish;
-                          if (side->peer_closed || side->failed) FinishDisconnectLocked(*side);
+                          if (side->peer_closed || side->failed) {
+                              FinishDisconnectLocked(*side);
+                          } else {  // CM-25: nothing waits for ever on the peer's FIN
+                              const auto timeout = std::chrono::milliseconds(connector->adapter->disconnect_timeout_ms);
+                              connector->adapter->executor->PostAfter(timeout, [weak = std::weak_ptr(side), timeout] {
+                                  std::shared_ptr<WireSide> late = weak.lock();
+                                  if (!late) return;
+                                  std::lock_guard lock(late->mutex);
+                                  if (late->state != ConnectorState::kDisconnecting || !late->disconnect_finish) return;
+                                  SetLastErrorText(
+                                      "NdkDisconnect: no FIN from the peer within %lld ms (DisconnectTimeoutMs, "
+                                      "SOFTNDK_DISCONNECT_TIMEOUT_MS): STATUS_IO_TIMEOUT (0xC00000B5), the connection "
+                                      "was reset and the QP flushed",
+                                      static_cast<long long>(timeout.count()));
+                                  FinishDisconnectLocked(*late, STATUS_IO_TIMEOUT);
+                              });
+                          }
                           return STATUS_PENDING;  // at the peer's FIN (CM-24), flushed (CM-25)
                       });
 }

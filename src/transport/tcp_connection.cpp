@@ -483,8 +483,57 @@ void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord,
     if (crc_)
         rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)
     phase_ = await_rtr ? Phase::kAwaitRtr : Phase::kRdma;
-    std::lock_guard lock(send_mutex_);
-    RearmLocked();
+    {
+        std::lock_guard lock(send_mutex_);
+        RearmLocked();
+    }
+    ScheduleStallCheck();
+}
+
+// Issue 18 §2: looks twice per timeout, so a stall is noticed between one and one and a half timeouts after it
+// began. Rescheduled from the executor's own job while the connection lives.
+void TcpConnection::ScheduleStallCheck() {
+    if (options_.peer_stall_timeout.count() <= 0 || !options_.after) return;
+    std::weak_ptr<TcpConnection> weak = weak_from_this();
+    const auto period = std::max(options_.peer_stall_timeout / 2, std::chrono::milliseconds(1));
+    options_.after(period, [weak] {
+        std::shared_ptr<TcpConnection> self = weak.lock();
+        if (!self || self->closed_.load()) return;
+        self->progress_->Post(self->lane_, [self] { self->CheckStall(); });
+        self->ScheduleStallCheck();
+    });
+}
+
+void TcpConnection::CheckStall() {
+    if (phase_ != Phase::kRdma && phase_ != Phase::kAwaitRtr) return;
+    const Rx& rx = *rx_;
+    // Open work the peer must move: an FPDU or a message half received, or our bytes it does not take.
+    const bool inside = rx.step != Rx::Step::kHead || rx.head_have != 0 || rx.send_open || rx.tagged_open;
+    bool sending;
+    uint64_t tx_bytes;
+    {
+        std::lock_guard lock(send_mutex_);
+        sending = !out_.empty() && !hold_fpdus_ && !draining_;
+        tx_bytes = tx_bytes_;
+    }
+    const bool moved = rx_bytes_ != stall_rx_seen_ || tx_bytes != stall_tx_seen_;
+    stall_rx_seen_ = rx_bytes_;
+    stall_tx_seen_ = tx_bytes;
+    const auto now = std::chrono::steady_clock::now();
+    if (moved || (!inside && !sending)) {
+        stalled_since_.reset();
+        return;
+    }
+    if (!stalled_since_) {
+        stalled_since_ = now;
+        return;
+    }
+    if (now - *stalled_since_ < options_.peer_stall_timeout) return;
+    {  // a reset: the peer that stopped gets no more of our bytes, and nothing waits on its window
+        std::lock_guard lock(send_mutex_);
+        ResetOnCloseLocked();
+    }
+    Shutdown(STATUS_IO_TIMEOUT, ProviderErrorOf(wire::term::kLlpConnectionLost), true);
 }
 
 void TcpConnection::Disconnect() {
@@ -498,10 +547,11 @@ void TcpConnection::Disconnect() {
     RunFinished(&finished);
 }
 
-void TcpConnection::Close(std::function<void()> on_done) {
+void TcpConnection::Close(std::function<void()> on_done, bool abortive) {
     std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self, on_done = std::move(on_done)] {
-        if (self->phase_ != Phase::kClosed && self->fd_ >= 0 && !self->peer_fin_.load() && !self->fin_pending_) {
+    progress_->Post(lane_, [self, on_done = std::move(on_done), abortive] {
+        if (self->phase_ != Phase::kClosed && self->fd_ >= 0 &&
+            (abortive || (!self->peer_fin_.load() && !self->fin_pending_))) {
             std::lock_guard lock(self->send_mutex_);
             self->ResetOnCloseLocked();
         }

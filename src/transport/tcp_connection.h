@@ -20,6 +20,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -72,6 +73,10 @@ struct TcpOptions {
     std::chrono::milliseconds mpa_request_timeout{0};
     uint32_t max_half_open = 0;  // 0: no cap
     std::chrono::milliseconds accept_retry{100};
+    // Issue 18 §2: a peer that stops inside an FPDU or a message, or stops reading what we send, holds memory
+    // (a tagged target, a receive buffer, Read Response sources). With no byte either way for this long while
+    // such work is open, the stream is reset and every reference released (0: never).
+    std::chrono::milliseconds peer_stall_timeout{0};
 };
 
 class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
@@ -125,8 +130,9 @@ public:
     void Disconnect();
     // Stops at once: outstanding requests are flushed, the socket is closed (no event follows). The QP is not
     // touched from the lane any more once `on_done` runs (on the lane). Unless the stream ended gracefully or
-    // was refused, the close is an abort: a reset, so the peer learns of it at once (CM-26, CM-08).
-    void Close(std::function<void()> on_done);
+    // was refused, the close is an abort: a reset, so the peer learns of it at once (CM-26, CM-08). `abortive`
+    // resets after a Disconnect too (its timeout, CM-25): data queued before the FIN is given up.
+    void Close(std::function<void()> on_done, bool abortive = false);
     // True when the peer reset or closed the stream, even if the lane has not read that yet: a step the
     // consumer takes now (NdkCompleteConnect) must not succeed on a dead connection (CM-07).
     bool StreamLost();
@@ -264,7 +270,7 @@ private:
     uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;          // QN 1
     uint32_t next_sink_stag_ = 0;
-    uint64_t tx_bytes_ = 0;  // for the wire faults
+    uint64_t tx_bytes_ = 0;  // for the wire faults and the stall check
     uint64_t tx_fpdus_ = 0;
     engine::ProgressEngine::Watched* watched_ = nullptr;  // the socket's epoll registration
     std::vector<engine::Piece> slices_;                   // scratch for one FPDU's CRC
@@ -279,6 +285,14 @@ private:
     // ---- receive state (the lane's) ----
     struct Rx;
     std::unique_ptr<Rx> rx_;
+    uint64_t rx_bytes_ = 0;  // read from the socket in RDMA mode (the lane's)
+
+    // The stall check (issue 18 §2), the lane's: the counts at the last look, and since when nothing moved.
+    void ScheduleStallCheck();
+    void CheckStall();
+    uint64_t stall_rx_seen_ = 0;
+    uint64_t stall_tx_seen_ = 0;
+    std::optional<std::chrono::steady_clock::time_point> stalled_since_;
 };
 
 // "a.b.c.d:port" / "[v6]:port" for logs and tools.

@@ -125,6 +125,7 @@ void TcpConnection::ReadFpdusBatch() {
             }
             hold_fpdus_ = false;
         }
+        rx_bytes_ += static_cast<uint64_t>(got);
         size_t n = static_cast<size_t>(got);
         if (rx.step == Rx::Step::kHead) {
             const size_t take = std::min(n, rx.head_need - rx.head_have);

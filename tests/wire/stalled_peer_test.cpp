@@ -1,0 +1,115 @@
+// Issue 18 §2: a peer that stalls cannot pin memory. It stops inside a tagged FPDU (the placement holds the
+// target), leaves a multi-segment Send open (the receive buffer stays held), or stops reading (queued Read
+// Responses hold their sources). With no byte either way for PeerStallTimeoutMs the stream is reset, every
+// reference is released, and NdkDeregisterMr completes; the consumer hears of it once.
+#include <chrono>
+
+#include "wire/crafted_peer.h"
+
+namespace softndk::test {
+namespace {
+
+constexpr ULONG kStallTimeoutMs = 1000;
+constexpr long kDetectedWithinMs = kStallTimeoutMs * 3 / 2 + 1000;  // looked at twice per timeout, plus slack
+
+class StalledPeerTest : public CraftedPacketTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        CraftedPacketTest::Customize(config);
+        config.PeerStallTimeoutMs = kStallTimeoutMs;
+    }
+    // NdkDeregisterMr from the moment the peer stalled: its status, and how long it took.
+    std::pair<NTSTATUS, long> TimedDeregister(NDK_MR* mr) {
+        const auto start = std::chrono::steady_clock::now();
+        const NTSTATUS status = Deregister(mr);
+        return {status, static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::steady_clock::now() - start)
+                                              .count())};
+    }
+    // The stream ended in a reset and the consumer heard of it once.
+    void ExpectResetAndOneDisconnect() {
+        uint8_t chunk[4096];
+        ssize_t got;
+        while ((got = ::recv(fd_, chunk, sizeof(chunk), 0)) > 0) {
+        }
+        EXPECT_TRUE(got < 0 && errno == ECONNRESET) << "the peer sees a reset";
+        EXPECT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; })) << "the disconnect event";
+        usleep(10000);
+        EXPECT_EQ(disconnects_c_.count, 1) << "once";
+    }
+};
+
+TEST_F(StalledPeerTest, WIRE_MR_19_APeerStoppedInsideATaggedFpduDoesNotPinTheTarget) {
+    Handshake();
+    LockedBuffer target(4);
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, target.mdl(), target.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    std::vector<uint8_t> write = WriteFpdu(mr->Dispatch->NdkGetRemoteTokenFromMr(mr), RemoteAddress(target), 1000);
+    write.resize(write.size() - 100);  // the FPDU's last 100 bytes never come
+    SendBytes(write);
+    usleep(100000);  // the placement has taken its reference
+    const auto [status, took] = TimedDeregister(mr);
+    EXPECT_EQ(status, STATUS_SUCCESS);
+    EXPECT_LE(took, kDetectedWithinMs);
+    ExpectResetAndOneDisconnect();
+    Close(&mr->Header);
+}
+
+TEST_F(StalledPeerTest, WIRE_MR_19_APeerThatLeavesASendOpenDoesNotPinTheReceiveBuffer) {
+    Handshake();
+    LockedBuffer sink(4);
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, sink.mdl(), sink.bytes(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
+    NDK_SGE receive = Sge(mr, sink.data(), static_cast<ULONG>(sink.bytes()));
+    ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x5E), &receive, 1), STATUS_SUCCESS);
+    // The Send's first segment (L clear); its next never comes.
+    SendBytes(Fpdu(Header(wire::MakeSendHeader(RdmapOpcode::kSend, 1, 0, false, 0)), std::vector<uint8_t>(512, 0xEE)));
+    usleep(100000);
+    const auto [status, took] = TimedDeregister(mr);
+    EXPECT_EQ(status, STATUS_SUCCESS);
+    EXPECT_LE(took, kDetectedWithinMs);
+    const NDK_RESULT_EX flushed = PollC();
+    EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(0x5E));
+    EXPECT_EQ(flushed.Status, STATUS_CANCELLED) << "the open receive is flushed";
+    ExpectResetAndOneDisconnect();
+    Close(&mr->Header);
+}
+
+TEST_F(StalledPeerTest, WIRE_MR_19_APeerThatStopsReadingDoesNotPinReadResponseSources) {
+    receive_buffer_ = 4096;
+    Handshake();
+    constexpr size_t kPages = 4096;  // 16 MiB: more than the kernel's send buffer grows to on loopback
+    LockedBuffer source(kPages);
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    SendBytes(ReadRequestFpdu(1, mr->Dispatch->NdkGetRemoteTokenFromMr(mr), RemoteAddress(source),
+                              static_cast<uint32_t>(source.bytes())));
+    usleep(100000);  // the Response fills the socket; the peer reads nothing
+    const auto [status, took] = TimedDeregister(mr);
+    EXPECT_EQ(status, STATUS_SUCCESS);
+    EXPECT_LE(took, kDetectedWithinMs);
+    ExpectResetAndOneDisconnect();
+    Close(&mr->Header);
+}
+
+// A slow peer is not a stalled one: bytes that keep moving, however slowly, keep the connection.
+TEST_F(StalledPeerTest, WIRE_APeerThatSendsSlowlyButSteadilyIsNotCutOff) {
+    Handshake();
+    LockedBuffer target(4);
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, target.mdl(), target.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    const std::vector<uint8_t> write =
+        WriteFpdu(mr->Dispatch->NdkGetRemoteTokenFromMr(mr), RemoteAddress(target), 1000);
+    const auto start = std::chrono::steady_clock::now();
+    size_t at = 0;
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(3 * kStallTimeoutMs)) {
+        SendBytes({write[at % write.size()]});  // one byte every 200 ms, FPDU after FPDU
+        ++at;
+        usleep(200000);
+    }
+    EXPECT_EQ(disconnects_c_.count, 0) << "cut off after " << at << " bytes";
+    Close(&mr->Header);
+}
+
+}  // namespace
+}  // namespace softndk::test
