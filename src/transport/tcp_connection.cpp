@@ -486,8 +486,27 @@ void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord,
     {
         std::lock_guard lock(send_mutex_);
         RearmLocked();
+        WatchLivenessLocked();
     }
     ScheduleStallCheck();
+}
+
+// Issue 18 §2: a peer that vanishes (no FIN, no reset) is noticed by the kernel within the stall timeout: data
+// unacknowledged that long ends the stream (TCP_USER_TIMEOUT), and an idle stream is probed after a third of it
+// (keepalive; the user timeout then decides when unanswered probes end it). The read fails with ETIMEDOUT.
+void TcpConnection::WatchLivenessLocked() {
+    const auto timeout = options_.peer_stall_timeout;
+    if (timeout.count() <= 0 || fd_ < 0) return;
+    const int user_timeout = static_cast<int>(std::min<long long>(timeout.count(), INT32_MAX));
+    const int one = 1;
+    const int idle = static_cast<int>(std::max<long long>(1, timeout.count() / 3000));
+    const int interval = static_cast<int>(std::max<long long>(1, timeout.count() / 9000));
+    const int probes = 3;
+    setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+    setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+    setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
 // Issue 18 §2: looks twice per timeout, so a stall is noticed between one and one and a half timeouts after it
@@ -507,8 +526,13 @@ void TcpConnection::ScheduleStallCheck() {
 void TcpConnection::CheckStall() {
     if (phase_ != Phase::kRdma && phase_ != Phase::kAwaitRtr) return;
     const Rx& rx = *rx_;
-    // Open work the peer must move: an FPDU or a message half received, or our bytes it does not take.
-    const bool inside = rx.step != Rx::Step::kHead || rx.head_have != 0 || rx.send_open || rx.tagged_open;
+    // Open work the peer must move: an FPDU or a message half received, a Read waiting for its Response (a frozen
+    // peer's kernel still ACKs the Request), or our bytes it does not take.
+    bool inside = rx.step != Rx::Step::kHead || rx.head_have != 0 || rx.send_open || rx.tagged_open;
+    {
+        std::lock_guard lock(reads_mutex_);
+        inside = inside || !reads_.empty();
+    }
     bool sending;
     uint64_t tx_bytes;
     {

@@ -289,6 +289,7 @@ private:
 
     // The stall check (issue 18 §2), the lane's: the counts at the last look, and since when nothing moved.
     void ScheduleStallCheck();
+    void WatchLivenessLocked();  // send_mutex_
     void CheckStall();
     uint64_t stall_rx_seen_ = 0;
     uint64_t stall_tx_seen_ = 0;

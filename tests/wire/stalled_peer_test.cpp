@@ -92,6 +92,29 @@ TEST_F(StalledPeerTest, WIRE_MR_19_APeerThatStopsReadingDoesNotPinReadResponseSo
     Close(&mr->Header);
 }
 
+// A peer that freezes (SIGSTOP: its kernel still ACKs) with our Read outstanding: the Read completes with an
+// error within the timeout, the disconnect event comes once.
+TEST_F(StalledPeerTest, WIRE_APeerFrozenWithOurReadOutstandingIsCutOffAndTheReadFails) {
+    Handshake();
+    SendBytes(WriteFpdu(1, 0, 0));  // the initiator's first FPDU: softndk's may go now (RFC 5044 §7.1.2)
+    NDK_SGE sink = Sge(mr_b_, buffer_b_->data(), 64);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(qp_c_->Dispatch->NdkRead(qp_c_, reinterpret_cast<PVOID>(0x4D), &sink, 1, 0x1000, 0x5678, 0),
+              STATUS_SUCCESS);
+    // The peer reads the Request and never answers it.
+    const NDK_RESULT_EX read = PollC();
+    const long took = static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    EXPECT_EQ(read.RequestContext, reinterpret_cast<PVOID>(0x4D));
+    EXPECT_EQ(read.Status, STATUS_CANCELLED);
+    const wire::TerminateCause lost = term::kLlpConnectionLost;
+    EXPECT_EQ(read.ProviderErrorCode,
+              engine::TerminateProviderError(static_cast<uint8_t>(lost.layer), lost.etype, lost.code));
+    EXPECT_GE(took, static_cast<long>(kStallTimeoutMs)) << "not before the timeout";
+    EXPECT_LE(took, kDetectedWithinMs);
+    ExpectResetAndOneDisconnect();
+}
+
 // A slow peer is not a stalled one: bytes that keep moving, however slowly, keep the connection.
 TEST_F(StalledPeerTest, WIRE_APeerThatSendsSlowlyButSteadilyIsNotCutOff) {
     Handshake();

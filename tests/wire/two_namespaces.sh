@@ -62,6 +62,41 @@ fi
 wait || { echo "ndkperf server failed:"; cat "$log/perf-server"; exit 1; }
 grep -E "^(write|read|send) |ping-pong" "$log/perf-client"
 
+echo "== the server's end vanishes mid-transfer (its link goes down: no FIN, no reset); each side notices"
+# Issue 18 §2, SOFTNDK_PEER_STALL_TIMEOUT_MS=3000 on both sides. The client, writing, finds its data unacknowledged
+# (TCP_USER_TIMEOUT) or not moving (the stall check); the server, an idle receiver, is probed (keepalive) and the
+# user timeout ends it. Each process ends with the connection's error within the timeout and a margin.
+port=$((20000 + RANDOM % 20000))
+in_b env SOFTNDK_PEER_STALL_TIMEOUT_MS=3000 "$ndkperf" --server -a "$prefix.2" -p "$port" --max-size 65536 \
+    >"$log/vanish-server" 2>&1 &
+server_pid=$!
+for _ in $(seq 50); do grep -q "listening" "$log/vanish-server" 2>/dev/null && break; sleep 0.1; done
+in_a env SOFTNDK_PEER_STALL_TIMEOUT_MS=3000 timeout 60 "$ndkperf" --client -a "$prefix.2" -p "$port" --test write \
+    --sizes 65536 --seconds 30 >"$log/vanish-client" 2>&1 &
+client_pid=$!
+sleep 2
+ip -n "$b" link set "$veth_b" down
+down_at=$SECONDS
+client_status=0
+wait "$client_pid" || client_status=$?
+client_took=$((SECONDS - down_at))
+echo "client: exit $client_status, $client_took s after the link went down: $(grep -m1 -E "ended|error|failed" \
+    "$log/vanish-client" || true)"
+if [ "$client_status" -eq 0 ] || [ "$client_status" -eq 124 ] || [ "$client_took" -gt 8 ]; then
+    echo "the client did not notice the vanished server within 3 s (+5 s margin):"; cat "$log/vanish-client"; exit 1
+fi
+for _ in $(seq 80); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+server_took=$((SECONDS - down_at))
+if kill -0 "$server_pid" 2>/dev/null; then
+    kill "$server_pid" 2>/dev/null || true
+    echo "the server did not notice the vanished client within 3 s (+5 s margin):"; cat "$log/vanish-server"; exit 1
+fi
+server_status=0
+wait "$server_pid" || server_status=$?
+echo "server: exit $server_status, $server_took s after the link went down"
+[ "$server_status" -ne 0 ] || { echo "the server ended as if the client had finished"; exit 1; }
+ip -n "$b" link set "$veth_b" up
+
 echo "== an adapter bound to $veth_a does not own loopback: listening there fails"
 if in_a "$ndkping" --server -a 127.0.0.1 -p "$port" >"$log/refused" 2>&1; then
     echo "listening on an address the adapter does not own succeeded"; exit 1
