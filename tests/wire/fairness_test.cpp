@@ -1,0 +1,110 @@
+// Issue 18 §2, fairness: one connection's bulk data cannot starve another on the same progress thread. While
+// one QP drains 256 MiB of Read Responses, a second connection on the same lane (one progress thread serves both
+// ends of both connections here) times 64 B Read round trips. Bound, relative so that a slow or loaded machine
+// does not decide it: at least 4 round trips complete during the transfer, none takes more than a quarter of
+// it. A lane that served one socket until it had nothing more would hold a round trip for the whole transfer.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "support/connected_pair.h"
+
+namespace softndk::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class FairnessTest : public ConnectedPairTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        config.Transport = SOFTNDK_TRANSPORT_TCP;
+        config.ProgressThreads = 1;
+    }
+    SOFTNDK_COMPLETION_MODE Mode() override { return SOFTNDK_COMPLETION_INLINE; }
+};
+
+TEST_F(FairnessTest, WIRE_ABulkReadDoesNotStarveAnotherConnectionsRoundTrip) {
+    constexpr size_t kChunkPages = 4096;  // 16 MiB per Read
+    constexpr int kReads = 16;            // 256 MiB in all
+    LockedBuffer source(kChunkPages), sink(kChunkPages);
+    NDK_MR* source_mr = CreateMr(false, pd_b_);
+    NDK_MR* sink_mr = CreateMr(false);
+    ASSERT_EQ(Register(source_mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    ASSERT_EQ(Register(sink_mr, sink.mdl(), sink.bytes(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
+    const UINT32 token = source_mr->Dispatch->NdkGetRemoteTokenFromMr(source_mr);
+
+    // The second connection, on the same adapter and lane.
+    NDK_CQ* cq_a2 = CreateCq(kDepth, nullptr);
+    NDK_CQ* cq_b2 = CreateCq(kDepth, nullptr, adapter_b_);
+    NDK_QP* qp_a2 = CreateQp(cq_a2, cq_a2, reinterpret_cast<PVOID>(0xA2));
+    NDK_QP* qp_b2 = CreateQp(cq_b2, cq_b2, reinterpret_cast<PVOID>(0xB2));
+    Connectors second = ConnectQps(qp_a2, qp_b2, 2);
+    ASSERT_NE(second.passive, nullptr);
+
+    std::atomic<bool> bulk_done{false};
+    std::atomic<int> bulk_failed{0};
+    const auto bulk_start = Clock::now();
+    std::thread bulk([&] {
+        int posted = 0, completed = 0;
+        const auto deadline = Clock::now() + std::chrono::seconds(120);
+        while (completed < kReads && Clock::now() < deadline) {
+            while (posted < kReads && posted - completed < 2) {  // the QP's outbound read limit
+                NDK_SGE sge = Sge(sink_mr, sink.data(), static_cast<ULONG>(sink.bytes()));
+                if (qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sge, 1, RemoteAddress(source), token, 0) !=
+                    STATUS_SUCCESS) {
+                    bulk_failed = 1;
+                    bulk_done = true;
+                    return;
+                }
+                ++posted;
+            }
+            NDK_RESULT_EX result{};
+            if (cq_a_->Dispatch->NdkGetCqResultsEx(cq_a_, &result, 1) == 1) {
+                if (result.Status != STATUS_SUCCESS) bulk_failed = 1;
+                ++completed;
+            } else {
+                std::this_thread::yield();
+            }
+        }
+        if (completed < kReads) bulk_failed = 1;
+        bulk_done = true;
+    });
+
+    std::vector<double> round_trips_ms;
+    while (!bulk_done.load()) {
+        NDK_SGE sge = Sge(sink_mr, sink.data(), 64);
+        const auto start = Clock::now();
+        ASSERT_EQ(qp_a2->Dispatch->NdkRead(qp_a2, nullptr, &sge, 1, RemoteAddress(source), token, 0), STATUS_SUCCESS);
+        NDK_RESULT_EX result{};
+        while (cq_a2->Dispatch->NdkGetCqResultsEx(cq_a2, &result, 1) == 0) {
+            if (Clock::now() - start > std::chrono::seconds(30)) break;
+            std::this_thread::yield();
+        }
+        ASSERT_EQ(result.Status, STATUS_SUCCESS);
+        round_trips_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    bulk.join();
+    const double bulk_ms = std::chrono::duration<double, std::milli>(Clock::now() - bulk_start).count();
+    EXPECT_EQ(bulk_failed.load(), 0) << "the bulk Reads";
+    ASSERT_FALSE(round_trips_ms.empty());
+    std::sort(round_trips_ms.begin(), round_trips_ms.end());
+    const double median = round_trips_ms[round_trips_ms.size() / 2];
+    const double p99 = round_trips_ms[round_trips_ms.size() * 99 / 100];
+    const double most = round_trips_ms.back();
+    std::printf(
+        "256 MiB of Read Responses in %.0f ms; meanwhile %zu 64 B Read round trips: median %.2f ms, p99 %.2f "
+        "ms, max %.2f ms\n",
+        bulk_ms, round_trips_ms.size(), median, p99, most);
+    EXPECT_GE(round_trips_ms.size(), 4u) << "round trips completed while the bulk ran";
+    EXPECT_LT(most, bulk_ms / 4) << "a round trip waited behind the bulk transfer";
+
+    for (NDK_CONNECTOR* connector : {second.active, second.passive}) Close(&connector->Header);
+    for (NDK_QP* qp : {qp_a2, qp_b2}) Close(&qp->Header);
+    for (NDK_CQ* cq : {cq_a2, cq_b2}) Close(&cq->Header);
+    Close(&source_mr->Header);
+    Close(&sink_mr->Header);
+}
+
+}  // namespace
+}  // namespace softndk::test
