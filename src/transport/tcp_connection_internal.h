@@ -36,6 +36,9 @@ struct TcpConnection::Fpdu {
     uint32_t size = 0;
     uint32_t sent = 0;
     bool last = false;
+    // CRC on: the payload as it was when its CRC was computed, sent from here, so that a source its owner changes
+    // meanwhile still leaves with a CRC that matches its bytes (issue 18 §3.6). Empty: sent from the pages.
+    std::vector<uint8_t> copy;
 };
 
 struct TcpConnection::OutstandingRead {

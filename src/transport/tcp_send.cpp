@@ -243,11 +243,22 @@ bool TcpConnection::PrepareNextLocked() {
         std::memcpy(fpdu.head + head, message.body.data(), message.body.size());
         head += message.body.size();
     }
-    // Length, pad and CRC come from the wire layer, the CRC over the registered pages themselves.
+    // Length, pad and CRC come from the wire layer. Without CRC the payload goes straight from the registered
+    // pages; with CRC from a copy, the CRC over the copy: the bytes sent are the bytes it covers (issue 18 §3.6).
     slices_.clear();
     spans_.clear();
     if (chunk > 0) SlicePieces(*message.pieces, message.prepared, chunk, &slices_);
-    for (const engine::Piece& slice : slices_) spans_.emplace_back(slice.data, static_cast<size_t>(slice.length));
+    if (crc_ && chunk > 0) {
+        fpdu.copy.resize(chunk);
+        size_t at = 0;
+        for (const engine::Piece& slice : slices_) {
+            std::memcpy(fpdu.copy.data() + at, slice.data, static_cast<size_t>(slice.length));
+            at += static_cast<size_t>(slice.length);
+        }
+        spans_.emplace_back(fpdu.copy.data(), fpdu.copy.size());
+    } else {
+        for (const engine::Piece& slice : slices_) spans_.emplace_back(slice.data, static_cast<size_t>(slice.length));
+    }
     wire::FrameFpduGather({fpdu.head + wire::kFpduLengthSize, head - wire::kFpduLengthSize}, spans_, crc_,
                           &fpdu.framing);
     std::memcpy(fpdu.head, fpdu.framing.length.data(), wire::kFpduLengthSize);
@@ -277,7 +288,10 @@ size_t TcpConnection::GatherLocked(iovec* iov, size_t room) const {
         } else {
             skip -= fpdu.head_size;
         }
-        if (skip < fpdu.payload_size) {
+        if (skip < fpdu.payload_size && !fpdu.copy.empty()) {
+            iov[count++] = {const_cast<uint8_t*>(fpdu.copy.data()) + skip, fpdu.payload_size - skip};
+            skip = 0;
+        } else if (skip < fpdu.payload_size) {
             const uint64_t from = fpdu.payload_offset + skip;
             const uint64_t to = fpdu.payload_offset + fpdu.payload_size;
             const size_t added = AppendIovecs(*fpdu.message->pieces, from, to, iov + count, room - count);
