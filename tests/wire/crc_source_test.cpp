@@ -19,6 +19,9 @@ protected:
 };
 
 TEST_F(CrcSourceTest, WIRE_CrcCoversTheBytesSentWhileTheOwnerWritesTheReadSource) {
+#if defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "the owner's writes race the send by design (as with a NIC's DMA read): ASan runs this test";
+#endif
     constexpr size_t kPages = 1024;  // 4 MiB
     LockedBuffer source(kPages), sink(kPages);
     NDK_MR* source_mr = CreateMr(false, pd_b_);
