@@ -407,9 +407,20 @@ NTSTATUS WireDisconnect(ConnectorObject* connector, NDK_FN_REQUEST_COMPLETION co
                           side->tcp->Disconnect();  // a FIN once everything queued is out
                           side->state = ConnectorState::kDisconnecting;
                           side->disconnect_finish = finish;
-                          if (side->peer_closed || side->failed) {
+                          if (side->failed && !side->peer_closed) {
+                              // After our Terminate: complete once it is out (a Terminate waiting for room in
+                              // the socket would be thrown away by the close that follows), within the timeout.
+                              side->tcp->WhenDrained([weak = std::weak_ptr(side)] {
+                                  std::shared_ptr<WireSide> late = weak.lock();
+                                  if (!late) return;
+                                  std::lock_guard lock(late->mutex);
+                                  if (late->state == ConnectorState::kDisconnecting && late->disconnect_finish)
+                                      FinishDisconnectLocked(*late);
+                              });
+                          }
+                          if (side->peer_closed) {
                               FinishDisconnectLocked(*side);
-                          } else {  // CM-25: nothing waits for ever on the peer's FIN
+                          } else {  // CM-25: nothing waits for ever on the peer's FIN (nor on a Terminate's room)
                               const auto timeout = std::chrono::milliseconds(connector->adapter->disconnect_timeout_ms);
                               connector->adapter->executor->PostAfter(timeout, [weak = std::weak_ptr(side), timeout] {
                                   std::shared_ptr<WireSide> late = weak.lock();

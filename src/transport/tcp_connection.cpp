@@ -509,12 +509,13 @@ void TcpConnection::WatchLivenessLocked() {
     setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
-// Issue 18 §2: looks twice per timeout, so a stall is noticed between one and one and a half timeouts after it
-// began. Rescheduled from the executor's own job while the connection lives.
+// Issue 18 §2: looks four times per timeout. The clock restarts at each look that saw bytes move, no open work, or
+// work just opened, so a stall is cut off between one and one and a quarter timeouts after it began, never
+// earlier. Rescheduled from the executor's own job while the connection lives.
 void TcpConnection::ScheduleStallCheck() {
     if (options_.peer_stall_timeout.count() <= 0 || !options_.after) return;
     std::weak_ptr<TcpConnection> weak = weak_from_this();
-    const auto period = std::max(options_.peer_stall_timeout / 2, std::chrono::milliseconds(1));
+    const auto period = std::max(options_.peer_stall_timeout / 4, std::chrono::milliseconds(1));
     options_.after(period, [weak] {
         std::shared_ptr<TcpConnection> self = weak.lock();
         if (!self || self->closed_.load()) return;
@@ -544,15 +545,14 @@ void TcpConnection::CheckStall() {
     stall_rx_seen_ = rx_bytes_;
     stall_tx_seen_ = tx_bytes;
     const auto now = std::chrono::steady_clock::now();
-    if (moved || (!inside && !sending)) {
-        stalled_since_.reset();
+    const bool open = inside || sending;
+    const bool just_opened = open && !stall_work_open_;
+    stall_work_open_ = open;
+    if (moved || !open || just_opened) {
+        stall_clock_ = now;  // nothing stalled before this look
         return;
     }
-    if (!stalled_since_) {
-        stalled_since_ = now;
-        return;
-    }
-    if (now - *stalled_since_ < options_.peer_stall_timeout) return;
+    if (now - stall_clock_ < options_.peer_stall_timeout) return;
     {  // a reset: the peer that stopped gets no more of our bytes, and nothing waits on its window
         std::lock_guard lock(send_mutex_);
         ResetOnCloseLocked();
@@ -581,11 +581,14 @@ void TcpConnection::Close(std::function<void()> on_done, bool abortive) {
         }
         self->Shutdown(STATUS_CANCELLED, 0, false);
         std::vector<Finished> finished;
+        std::vector<std::function<void()>> drained;
         {
             std::lock_guard lock(self->send_mutex_);
             self->EndDrainLocked(&finished);  // a Terminate still waiting for room is given up
+            drained.swap(self->when_drained_);
         }
         self->RunFinished(&finished);
+        for (auto& run : drained) run();
         self->CloseSocket();  // half-closed after a Terminate until now
         if (on_done) on_done();
     });
@@ -708,8 +711,20 @@ const TcpConnection::OutMessage* TcpConnection::QueuedTerminateLocked() const {
     return nullptr;
 }
 
+void TcpConnection::WhenDrained(std::function<void()> done) {
+    std::shared_ptr<TcpConnection> self = shared_from_this();
+    progress_->Post(lane_, [self, done = std::move(done)]() mutable {
+        {
+            std::lock_guard lock(self->send_mutex_);
+            if (self->draining_) return self->when_drained_.push_back(std::move(done));
+        }
+        done();
+    });
+}
+
 void TcpConnection::ContinueDrain(uint32_t events) {
     std::vector<Finished> finished;
+    std::vector<std::function<void()>> drained;
     bool done = false;
     {
         std::lock_guard lock(send_mutex_);
@@ -717,7 +732,10 @@ void TcpConnection::ContinueDrain(uint32_t events) {
         want_write_ = false;
         if ((events & (EPOLLERR | EPOLLHUP)) == 0) PumpLocked(&finished);
         done = (events & (EPOLLERR | EPOLLHUP)) != 0 || dropping_ || QueuedTerminateLocked() == nullptr;
-        if (done) EndDrainLocked(&finished);
+        if (done) {
+            EndDrainLocked(&finished);
+            drained.swap(when_drained_);
+        }
         if (!done && !want_write_) {  // sent all the socket took without EAGAIN: wait for room again
             want_write_ = true;
             RearmLocked();
@@ -725,6 +743,7 @@ void TcpConnection::ContinueDrain(uint32_t events) {
     }
     RunFinished(&finished);
     if (done) HalfCloseSocket();
+    for (auto& run : drained) run();
 }
 
 // The drain is over (sent, failed, or given up by Close): what it kept is flushed with the Shutdown's cause.

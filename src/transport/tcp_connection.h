@@ -136,6 +136,10 @@ public:
     // True when the peer reset or closed the stream, even if the lane has not read that yet: a step the
     // consumer takes now (NdkCompleteConnect) must not succeed on a dead connection (CM-07).
     bool StreamLost();
+    // After a Terminate the socket had no room for: `done` runs on the lane once the Terminate is handed to the
+    // kernel, or the drain is given up (Close); at once when nothing drains. A graceful NdkDisconnect completes
+    // then, so that closing the connector next does not throw the Terminate away (RFC 5040 §5.4).
+    void WhenDrained(std::function<void()> done);
 
     // ---- engine::Transport ----
     bool completes_inline() const override { return false; }
@@ -267,8 +271,9 @@ private:
     bool dropping_ = false;          // DropLocked(): nothing more is sent
     bool reset_on_close_ = false;    // SO_LINGER 0 is set: the close sends a reset
     bool draining_ = false;          // ended, but the Terminate waits for room in the socket (then the FIN)
-    uint32_t send_msn_ = 0;          // QN 0, pre-incremented (first MSN 1)
-    uint32_t read_msn_ = 0;          // QN 1
+    std::vector<std::function<void()>> when_drained_;  // WhenDrained's, run when the drain ends
+    uint32_t send_msn_ = 0;                            // QN 0, pre-incremented (first MSN 1)
+    uint32_t read_msn_ = 0;                            // QN 1
     uint32_t next_sink_stag_ = 0;
     uint64_t tx_bytes_ = 0;  // for the wire faults and the stall check
     uint64_t tx_fpdus_ = 0;
@@ -293,7 +298,8 @@ private:
     void CheckStall();
     uint64_t stall_rx_seen_ = 0;
     uint64_t stall_tx_seen_ = 0;
-    std::optional<std::chrono::steady_clock::time_point> stalled_since_;
+    bool stall_work_open_ = false;
+    std::chrono::steady_clock::time_point stall_clock_{};  // the last look at which nothing was stalled
 };
 
 // "a.b.c.d:port" / "[v6]:port" for logs and tools.

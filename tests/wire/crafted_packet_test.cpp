@@ -1,6 +1,8 @@
 // Crafted-packet tests (issue 7 §5): the raw peer of wire/crafted_peer.h against softndk's receive side.
 #include "wire/crafted_peer.h"
 
+#include <thread>
+
 namespace softndk::test {
 namespace {
 
@@ -273,6 +275,47 @@ TEST_F(CraftedPacketTest, WIRE_ReadRequestBeyondIrdTerminatesEvenBehindAFullSock
     ExpectTerminate(beyond, term::kRdmapRemoteStreamCatastrophic);
     for (size_t i = 0; i < source.bytes(); i += PAGE_SIZE) ASSERT_EQ(source.data()[i], 0x6B) << "a source is read only";
     Close(&mr->Header);
+}
+
+// RFC 5040 §5.4 / CM-24 (found by tests/wire/hostile_peer.py): the consumer's usual answer to the disconnect event
+// after our Terminate is NdkDisconnect and then, at its completion, closing the connector. A Terminate that still
+// waits for room behind a full socket must not be thrown away by that close: NdkDisconnect completes once the
+// Terminate is handed to the kernel (bounded by DisconnectTimeoutMs). Before, it completed at once and the close
+// gave the Terminate up: the peer read its Read Response and then a FIN, and never learnt the cause.
+TEST_F(CraftedPacketTest, WIRE_CM_24_ADisconnectAfterOurTerminateCompletesOnlyOnceTheTerminateIsOut) {
+    receive_buffer_ = 4096;
+    Handshake();
+    constexpr size_t kPages = 4096;  // 16 MiB: more than the kernel's send buffer grows to on loopback
+    LockedBuffer source(kPages);
+    NDK_MR* mr = CreateMr(false);
+    ASSERT_EQ(Register(mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    const UINT32 token = mr->Dispatch->NdkGetRemoteTokenFromMr(mr);
+    SendBytes(ReadRequestFpdu(1, token, RemoteAddress(source), static_cast<uint32_t>(source.bytes())));
+    usleep(100000);                                                   // the first Response fills the socket
+    SendBytes(ReadRequestFpdu(2, token, RemoteAddress(source), 64));  // beyond IRD: a Terminate, with no room
+    ASSERT_TRUE(WaitFor([&] { return disconnects_c_.count == 1; })) << "the disconnect event";
+    Completion disconnected;
+    const NTSTATUS returned =
+        raw_connector_->Dispatch->NdkDisconnect(raw_connector_, &Completion::OnRequest, &disconnected);
+    usleep(100000);
+    const bool completed_before_the_peer_read = returned != STATUS_PENDING || disconnected.calls() > 0;
+    if (completed_before_the_peer_read) {  // the close a consumer does next
+        Close(&raw_connector_->Header);
+        raw_connector_ = nullptr;
+    }
+    std::vector<uint8_t> stream;
+    std::thread reader([&] { stream = ReadUntilClosed(); });
+    if (!completed_before_the_peer_read) {
+        EXPECT_EQ(disconnected.Wait(returned), STATUS_SUCCESS);
+        Close(&raw_connector_->Header);
+        raw_connector_ = nullptr;
+    }
+    reader.join();
+    Close(&mr->Header);  // before any assertion returns: an open MR would hold the adapter's close
+    EXPECT_FALSE(completed_before_the_peer_read) << "NdkDisconnect completed while our Terminate waited for room";
+    const std::optional<wire::TerminateMessage> terminate = TerminateIn(stream);
+    ASSERT_TRUE(terminate.has_value()) << "the peer read " << stream.size() << " bytes and no Terminate";
+    EXPECT_EQ(terminate->cause, term::kRdmapRemoteStreamCatastrophic) << wire::FormatTerminateCause(terminate->cause);
 }
 
 // AMB (siw-facts §3.7, issue 8 §3): siw sizes its read queues to a power of two and fills them, so a peer that
