@@ -34,8 +34,10 @@ struct Side {
 
 inline VOID IgnoreCq(PVOID, NTSTATUS) {}
 
-// One side: adapter, PD, one CQ, one QP, one registered buffer of `bytes` (remote read and write allowed).
-inline void OpenSide(Side* side, const SOFTNDK_ADAPTER_CONFIG& config, size_t bytes, ULONG depth, ULONG cq_depth = 0) {
+// One side: adapter, PD, one CQ, one QP, one registered buffer of `bytes` (by default remote read and write
+// allowed; `mr_flags` says otherwise).
+inline void OpenSide(Side* side, const SOFTNDK_ADAPTER_CONFIG& config, size_t bytes, ULONG depth, ULONG cq_depth = 0,
+                     ULONG mr_flags = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ) {
     Check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
     Waiter pd;
     side->pd = Created(pd, side->adapter->Dispatch->NdkCreatePd(side->adapter, &Waiter::OnCreate, &pd, &side->pd),
@@ -60,9 +62,8 @@ inline void OpenSide(Side* side, const SOFTNDK_ADAPTER_CONFIG& config, size_t by
     side->mr = Created(mr, side->pd->Dispatch->NdkCreateMr(side->pd, FALSE, &Waiter::OnCreate, &mr, &side->mr),
                        &side->mr, "NdkCreateMr");
     Waiter registered;
-    Check(registered.Wait(side->mr->Dispatch->NdkRegisterMr(
-              side->mr, side->mdl, bytes, NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
-              &Waiter::OnRequest, &registered)),
+    Check(registered.Wait(
+              side->mr->Dispatch->NdkRegisterMr(side->mr, side->mdl, bytes, mr_flags, &Waiter::OnRequest, &registered)),
           "NdkRegisterMr");
     side->local_token = side->mr->Dispatch->NdkGetLocalTokenFromMr(side->mr);
     side->remote_token = side->mr->Dispatch->NdkGetRemoteTokenFromMr(side->mr);

@@ -1,22 +1,14 @@
-// ndkperf between two processes or hosts (issue 7 §7), in the idiom of ib_write_bw: `ndkperf --server [-a ADDR]
-// [-p PORT]` waits for one client; `ndkperf --client -a ADDR -p PORT [...]` runs the tests against it.
+// `ndkperf --client -a ADDR -p PORT [...]` (issue 7 §7), in the idiom of ib_write_bw: runs the tests against an
+// `ndkperf --server` (ndkperf_server.cpp).
 //  - Bandwidth: write, read and send with a window of requests in flight; a run ends when the server has seen
 //    every message (a Done answered by the server), so the figure counts placed bytes, not queued ones.
 //  - Sends are flow-controlled by credits, since iWARP has no receiver-not-ready retry: the server keeps
 //    kServerReceives receives posted and returns credits as it reposts them.
 //  - Latency: a Send ping-pong; one-way = round trip / 2.
 //  - Connections: N more connections, their set-up time, and the memory they cost on both sides.
-#include "ndkperf_remote.hpp"
-
-#include "ndk_route.h"
-
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "ndkperf_protocol.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -25,301 +17,7 @@
 namespace ndkperf {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using ndktools::Check;
-using ndktools::CloseObject;
-using ndktools::Created;
-using ndktools::Waiter;
-
-constexpr uint32_t kMagic = 0x4E444B50;  // "NDKP"
-constexpr ULONG kServerReceives = 256;
-constexpr ULONG kCreditBatch = 16;         // credits go back every 16 reposted receives, far ahead of the window
-constexpr ULONG kMessageArea = 64 * 1024;  // beside the data buffer: sends of control messages and pongs
-constexpr ULONG kReadLimit = 16;
-const PVOID kSendContext = reinterpret_cast<PVOID>(2);
-// Each receive owns a slot for a message's first kSlot bytes (a control message lands there whole), then spills
-// into a shared area: a receive placed while the previous one is read never overwrites it.
-constexpr size_t kSlot = 64;
-constexpr uintptr_t kReceiveBase = 0x1000;
-PVOID ReceiveContext(size_t slot) {
-    return reinterpret_cast<PVOID>(kReceiveBase + slot);
-}
-bool IsReceive(PVOID context) {
-    return reinterpret_cast<uintptr_t>(context) >= kReceiveBase;
-}
-size_t SlotOf(PVOID context) {
-    return reinterpret_cast<uintptr_t>(context) - kReceiveBase;
-}
-
-// The server's accept private data.
-struct Hello {
-    uint32_t magic;
-    uint32_t token;
-    uint64_t address;
-    uint64_t bytes;
-    uint32_t receives;
-    uint32_t reserved;
-};
-
-enum class Kind : uint32_t { kStart = 1, kDone = 2, kCredit = 3, kQuit = 4 };
-enum class Test : uint32_t { kWrite = 1, kRead = 2, kSend = 3, kPingPong = 4, kConnections = 5 };
-
-struct Control {
-    uint32_t magic;
-    Kind kind;
-    uint32_t credits;  // receives the sender reposted since its last message (server → client)
-    Test test;
-    uint64_t size;
-    uint64_t value;  // kDone from the server: its resident memory in KiB
-};
-
-SOFTNDK_ADAPTER_CONFIG ConfigFor(const Options& options) {
-    SOFTNDK_ADAPTER_CONFIG config;
-    SoftNdkInitAdapterConfig(&config);  // the environment's settings (SOFTNDK_INTERFACE, _TRACE, …) apply
-    config.CompletionMode = options.mode;
-    return config;
-}
-
-uint64_t ResidentKiB() {
-    long pages = 0, resident = 0;
-    if (std::FILE* file = std::fopen("/proc/self/statm", "r")) {
-        if (std::fscanf(file, "%ld %ld", &pages, &resident) != 2) resident = 0;
-        std::fclose(file);
-    }
-    return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024;
-}
-
-void RaiseDescriptorLimit() {
-    rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-        limit.rlim_cur = limit.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &limit);
-    }
-}
-
-int ParseAddress(const std::string& text, unsigned port, SOCKADDR_INET* address) {
-    std::memset(address, 0, sizeof(*address));
-    if (inet_pton(AF_INET, text.c_str(), &address->Ipv4.sin_addr) == 1) {
-        address->Ipv4.sin_family = AF_INET;
-        address->Ipv4.sin_port = htons(static_cast<uint16_t>(port));
-        return sizeof(SOCKADDR_IN);
-    }
-    if (inet_pton(AF_INET6, text.c_str(), &address->Ipv6.sin6_addr) == 1) {
-        address->Ipv6.sin6_family = AF_INET6;
-        address->Ipv6.sin6_port = htons(static_cast<uint16_t>(port));
-        return sizeof(SOCKADDR_IN6);
-    }
-    std::fprintf(stderr, "ndkperf: \"%s\" is not an IPv4 or IPv6 address\n", text.c_str());
-    std::exit(2);
-}
-
-SOCKADDR_INET SourceFor(const SOCKADDR_INET& destination) {
-    SOCKADDR_INET source{};
-    if (!ndk_source_for(&destination, &source)) {
-        std::fprintf(stderr, "ndkperf: no route to the server\n");
-        std::exit(1);
-    }
-    return source;
-}
-
-NDK_SGE Sge(const ndktools::Side& side, size_t offset, size_t length) {
-    NDK_SGE sge{};
-    sge.VirtualAddress = side.buffer + offset;
-    sge.Length = static_cast<ULONG>(length);
-    sge.MemoryRegionToken = side.local_token;
-    return sge;
-}
-
-NDK_QP* CreateQp(ndktools::Side& side, PVOID context, ULONG depth) {
-    Waiter created;
-    NDK_QP* qp = nullptr;
-    return Created(created,
-                   side.pd->Dispatch->NdkCreateQp(side.pd, side.cq, side.cq, context, depth, depth, 2, 2, 0,
-                                                  &Waiter::OnCreate, &created, &qp),
-                   &qp, "NdkCreateQp");
-}
-
-NDK_CONNECTOR* CreateConnector(ndktools::Side& side) {
-    Waiter created;
-    NDK_CONNECTOR* connector = nullptr;
-    return Created(created,
-                   side.adapter->Dispatch->NdkCreateConnector(side.adapter, &Waiter::OnCreate, &created, &connector),
-                   &connector, "NdkCreateConnector");
-}
-
-// ---- server ----------------------------------------------------------------------------------------------
-
-struct ServerConnection {
-    NDK_CONNECTOR* connector = nullptr;
-    NDK_QP* qp = nullptr;
-    std::unique_ptr<Waiter> accepted;
-    NTSTATUS accept_returned = STATUS_PENDING;
-    uint32_t owed = 0;  // receives reposted, not yet credited
-    bool pong = false;
-    std::atomic<bool> disconnected{false};
-    bool answered = false;  // our NdkDisconnect after the peer's (CM-24: its disconnect completes at our FIN)
-    std::unique_ptr<Waiter> disconnect_done;
-    NTSTATUS disconnect_returned = STATUS_SUCCESS;
-};
-
-std::atomic<uint32_t> g_disconnect_events{0};
-
-VOID OnServerDisconnect(PVOID context) {
-    static_cast<ServerConnection*>(context)->disconnected = true;
-    g_disconnect_events.fetch_add(1);
-}
-
-class Server {
-public:
-    Server(const Options& options) : options_(options) {
-        const SOFTNDK_ADAPTER_CONFIG config = ConfigFor(options);
-        data_bytes_ = ROUND_TO_PAGES(options.largest);
-        // A connection's receives and sends, for every connection the client may open.
-        // Data (RDMA target and receive spill), the send area, the first connection's receive slots.
-        ndktools::OpenSide(&side_, config, data_bytes_ + kMessageArea + kServerReceives * kSlot, kServerReceives + 16,
-                           65536);
-        CloseObject(side_.qp);  // each connection makes its own
-        side_.qp = nullptr;
-    }
-    ~Server() {
-        for (auto& connection : connections_) {
-            if (connection->connector != nullptr) {
-                if (connection->accepted) connection->accepted->Wait(connection->accept_returned);
-                if (connection->disconnect_done) connection->disconnect_done->Wait(connection->disconnect_returned);
-                CloseObject(connection->connector);
-            }
-            CloseObject(connection->qp);
-        }
-        CloseObject(listener_);
-        ndktools::CloseSide(&side_);
-    }
-
-    int Run() {
-        SOCKADDR_INET address;
-        ParseAddress(options_.address.empty() ? "0.0.0.0" : options_.address, options_.port, &address);
-        listener_ = ndktools::Listen(side_.adapter, &ndktools::IncomingConnectors::OnConnect, &incoming_, &address);
-        std::printf("ndkperf server listening on port %u\n",
-                    ntohs(address.Ipv4.sin_port));  // same offset in both layouts
-        std::fflush(stdout);
-        uint32_t answered_events = 0;
-        while (!quit_) {
-            AcceptIncoming();
-            if (g_disconnect_events.load() != answered_events) {
-                answered_events = g_disconnect_events.load();
-                AnswerDisconnects();
-            }
-            // Read before polling: whatever the client sent before its FIN is in the CQ by the time the event fires.
-            const bool gone = !connections_.empty() && connections_[0]->disconnected;
-            NDK_RESULT_EX results[16];
-            const ULONG count = side_.cq->Dispatch->NdkGetCqResultsEx(side_.cq, results, 16);
-            for (ULONG i = 0; i < count; ++i) Handle(results[i]);
-            if (gone && count == 0) break;  // the client is gone without a Quit
-        }
-        for (auto& connection : connections_) {
-            if (connection->connector == nullptr || connection->disconnected || connection->answered) continue;
-            Waiter disconnected;
-            disconnected.Wait(connection->connector->Dispatch->NdkDisconnect(connection->connector, &Waiter::OnRequest,
-                                                                             &disconnected));
-        }
-        return quit_ ? 0 : 1;
-    }
-
-private:
-    // The client ended a connection: end ours too (its NdkDisconnect completes at our FIN).
-    void AnswerDisconnects() {
-        for (auto& connection : connections_) {
-            if (!connection->disconnected || connection->answered) continue;
-            connection->answered = true;
-            connection->disconnect_done = std::make_unique<Waiter>();
-            connection->disconnect_returned = connection->connector->Dispatch->NdkDisconnect(
-                connection->connector, &Waiter::OnRequest, connection->disconnect_done.get());
-        }
-    }
-
-    void AcceptIncoming() {
-        NDK_CONNECTOR* incoming = incoming_.TryTake();
-        if (incoming == nullptr) return;
-        auto connection = std::make_unique<ServerConnection>();
-        const size_t index = connections_.size();
-        connection->connector = incoming;
-        connection->qp = CreateQp(side_, reinterpret_cast<PVOID>(index), kServerReceives + 16);
-        // The first connection carries the tests; the others (--connections) only exist.
-        const ULONG receives = index == 0 ? kServerReceives : 1;
-        for (ULONG i = 0; i < receives; ++i) PostReceive(*connection, index == 0 ? i : kServerReceives - 1);
-        Hello hello{kMagic, side_.remote_token, reinterpret_cast<uint64_t>(side_.buffer), data_bytes_, receives, 0};
-        connection->accepted = std::make_unique<Waiter>();
-        connection->accept_returned = incoming->Dispatch->NdkAccept(
-            incoming, connection->qp, kReadLimit, kReadLimit, &hello, sizeof(hello), &OnServerDisconnect,
-            connection.get(), &Waiter::OnRequest, connection->accepted.get());
-        if (!NT_SUCCESS(connection->accept_returned)) Check(connection->accept_returned, "NdkAccept");
-        connections_.push_back(std::move(connection));
-    }
-
-    void PostReceive(ServerConnection& connection, size_t slot) {
-        NDK_SGE sge[2] = {Sge(side_, data_bytes_ + kMessageArea + slot * kSlot, kSlot), Sge(side_, 0, data_bytes_)};
-        Check(connection.qp->Dispatch->NdkReceive(connection.qp, ReceiveContext(slot), sge, 2), "NdkReceive");
-    }
-
-    void SendControl(ServerConnection& connection, Kind kind, uint64_t value = 0) {
-        auto* control = reinterpret_cast<Control*>(side_.buffer + data_bytes_);
-        *control = Control{kMagic, kind, connection.owed, Test::kWrite, 0, value};
-        connection.owed = 0;
-        NDK_SGE sge = Sge(side_, data_bytes_, sizeof(Control));
-        Check(connection.qp->Dispatch->NdkSend(connection.qp, kSendContext, &sge, 1, 0), "NdkSend");
-    }
-
-    void Handle(const NDK_RESULT_EX& result) {
-        const size_t index = reinterpret_cast<size_t>(result.QPContext);
-        if (index >= connections_.size()) return;
-        ServerConnection& connection = *connections_[index];
-        if (result.Status != STATUS_SUCCESS) {
-            if (!connection.disconnected)
-                std::fprintf(stderr, "ndkperf server: connection %zu: a request failed 0x%08X\n", index,
-                             static_cast<unsigned>(result.Status));
-            return;
-        }
-        if (!IsReceive(result.RequestContext)) return;  // a send of ours
-        Control control{};
-        const size_t slot = SlotOf(result.RequestContext);
-        const bool is_control = result.BytesTransferred == sizeof(Control);
-        if (is_control)
-            std::memcpy(&control, side_.buffer + data_bytes_ + kMessageArea + slot * kSlot, sizeof(control));
-        PostReceive(connection, slot);
-        ++connection.owed;
-        if (is_control && control.magic == kMagic) {
-            switch (control.kind) {
-                case Kind::kStart:
-                    connection.pong = control.test == Test::kPingPong;
-                    if (control.test == Test::kConnections) SendControl(connection, Kind::kDone, ResidentKiB());
-                    return;
-                case Kind::kDone:
-                    connection.pong = false;
-                    SendControl(connection, Kind::kDone, ResidentKiB());
-                    return;
-                case Kind::kQuit:
-                    quit_ = true;
-                    return;
-                default:
-                    return;
-            }
-        }
-        if (connection.pong) {  // the pong returns the ping's receive (the Start's is returned by the Done)
-            --connection.owed;
-            NDK_SGE sge = Sge(side_, data_bytes_, std::min<size_t>(result.BytesTransferred, kMessageArea));
-            Check(connection.qp->Dispatch->NdkSend(connection.qp, kSendContext, &sge, 1, 0), "NdkSend");
-        } else if (connection.owed >= kCreditBatch) {
-            SendControl(connection, Kind::kCredit);
-        }
-    }
-
-    const Options& options_;
-    ndktools::Side side_;
-    size_t data_bytes_ = 0;
-    ndktools::IncomingConnectors incoming_;  // before listener_: its callback runs until the listener closes
-    NDK_LISTENER* listener_ = nullptr;
-    std::vector<std::unique_ptr<ServerConnection>> connections_;
-    bool quit_ = false;
-};
+using namespace remote;
 
 // ---- client ----------------------------------------------------------------------------------------------
 
@@ -386,11 +84,12 @@ private:
     NDK_CONNECTOR* Connect(NDK_QP* qp, Hello* hello) {
         NDK_CONNECTOR* connector = CreateConnector(side_);
         SOCKADDR_INET source = SourceFor(server_);
+        Join join{kMagic, hello != nullptr ? Role::kTests : Role::kExtra};
         Waiter connected;
         Check(connected.Wait(connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source),
                                                              server_length_, reinterpret_cast<PSOCKADDR>(&server_),
-                                                             server_length_, kReadLimit, kReadLimit, nullptr, 0,
-                                                             &Waiter::OnRequest, &connected)),
+                                                             server_length_, kReadLimit, kReadLimit, &join,
+                                                             sizeof(join), &Waiter::OnRequest, &connected)),
               "NdkConnect");
         if (hello != nullptr) {
             ULONG inbound = 0, outbound = 0, size = sizeof(*hello);
@@ -604,11 +303,6 @@ private:
 };
 
 }  // namespace
-
-int RunServer(const Options& options) {
-    Server server(options);
-    return server.Run();
-}
 
 int RunClient(const Options& options) {
     Client client(options);
