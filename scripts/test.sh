@@ -51,6 +51,7 @@ for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan
   read -r script tool <<<"$suite"
   tests/interop/"$script" "$tool" build/asan/interop || status=$?
   [ "$status" -eq 77 ] && break  # the suite said why in one line; the others would say the same
+  export SOFTNDK_SIW_GUEST_BOOTED=1  # from now on a guest that does not boot is a failure (siw_common.sh)
   if [ "$status" -ne 0 ]; then
     echo "interop failed ($script, its failed cases listed just above); captures, logs and tshark summaries are" \
       "in build/asan/interop"

@@ -12,9 +12,12 @@
 set -u
 ndkperf="$1" out="$2"
 name="ndk-errors-$$"
-base=$((50000 + RANDOM % 10000))
-guest_ports=()
-for i in $(seq 0 16); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+pick_guest_ports() {  # siw_common.sh picks again before its one retry of a boot
+  base=$((50000 + RANDOM % 10000))
+  guest_ports=()
+  for i in $(seq 0 16); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+}
+pick_guest_ports
 SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
