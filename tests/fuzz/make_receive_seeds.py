@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Seeds for fuzz_receive: FPDU streams (CRC off) using the harness's placeholders.
+"""Seeds for fuzz_receive: FPDU streams (CRC off) using the harness's placeholders; with a second directory also
+for fuzz_connection: [2-byte length][an MPA Request][the FPDU stream], rev 2 (IRD/ORD 2) and rev 1 Requests, and
+a few broken ones.
 
 DE AD BE EF stands for the MR's remote token, 0B AD C0 DE 0B AD C0 DE for its base address.
-Usage: make_receive_seeds.py OUTPUT_DIR
+Usage: make_receive_seeds.py OUTPUT_DIR [CONNECTION_OUTPUT_DIR]
 """
 import os
 import struct
@@ -39,3 +41,21 @@ os.makedirs(sys.argv[1], exist_ok=True)
 for name, data in seeds.items():
     with open(os.path.join(sys.argv[1], name), "wb") as out:
         out.write(data)
+
+if len(sys.argv) > 2:
+    key = b"MPA ID Req Frame"
+    requests = {
+        "rev2": key + bytes([0x10, 2]) + struct.pack(">HHH", 4, 2, 2),
+        "rev2crc": key + bytes([0x50, 2]) + struct.pack(">HHH", 4, 2, 2),
+        "rev1": key + bytes([0x00, 1]) + struct.pack(">H", 5) + b"hello",
+        "rev2rtr": key + bytes([0x10, 2]) + struct.pack(">HHH", 4, 0x8002, 0x8002),
+    }
+    os.makedirs(sys.argv[2], exist_ok=True)
+    for request_name, request in requests.items():
+        for name, data in seeds.items():
+            with open(os.path.join(sys.argv[2], f"{request_name}-{name}"), "wb") as out:
+                out.write(struct.pack(">H", len(request)) + request + data)
+    for name, data in {"truncated": requests["rev2"][:12], "huge-pd": key + bytes([0x10, 2, 0xFF, 0xFF]),
+                       "bytes-behind": requests["rev2"] + seeds["send"]}.items():
+        with open(os.path.join(sys.argv[2], name), "wb") as out:
+            out.write(struct.pack(">H", len(data)) + data)
