@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ndk_route.h"
@@ -62,12 +63,30 @@ static NDK_RESULT_EX poll_one(side_t* side) {
     return result;
 }
 
-/* The server's wait for the next message: 0 when the client disconnected instead. */
+static double seconds_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* The server's wait for the next message: 0 when the client disconnected instead, or sent nothing for
+ * CLIENT_SILENCE_S (a client that stays connected and silent would hold the server for ever, issue 18 §4). It
+ * busy-polls for the first millisecond (a ping's round trip), then sleeps 1 ms between polls: a silent
+ * client costs no core (it cost 100 % before). */
+#define CLIENT_SILENCE_S 60.0
 static int poll_or_disconnect(side_t* side, NDK_RESULT_EX* result) {
+    const double start = seconds_now();
     for (;;) {
         const int disconnected = g_disconnected; /* read before the CQ: a completion queued first is still seen */
         if (side->cq->Dispatch->NdkGetCqResultsEx(side->cq, result, 1) == 1) return 1;
         if (disconnected) return 0;
+        const double waited = seconds_now() - start;
+        if (waited < 0.001) continue;
+        if (waited > CLIENT_SILENCE_S) {
+            fprintf(stderr, "ndkping: the client sent nothing for %.0f s; ending its session\n", CLIENT_SILENCE_S);
+            return 0;
+        }
+        usleep(1000);
     }
 }
 
