@@ -80,6 +80,7 @@ TcpConnection::TcpConnection(engine::ProgressEngine* progress, int fd, bool acti
       options_(options),
       handler_(std::move(handler)),
       phase_(active ? Phase::kConnecting : Phase::kAwaitMpa),
+      handshake_(active, options.request_crc),
       rx_(std::make_unique<Rx>()) {}
 
 TcpConnection::~TcpConnection() {
@@ -111,7 +112,7 @@ NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_stora
     connection->local_ = *local;
     connection->remote_ = remote;
     if (options.trace) connection->trace_ = options.trace->Attach(*local, remote, true);
-    connection->offer_ = std::move(offer);
+    connection->request_ = connection->handshake_.Request(std::move(offer));
     connection->Start(EPOLLOUT | EPOLLRDHUP);
     *out = connection;
     return STATUS_SUCCESS;
@@ -228,16 +229,7 @@ size_t TcpConnection::PathMaxUlpdu() const {
 void TcpConnection::OnConnected() {
     if (trace_) trace_->Established();
     max_payload_ = PathMaxUlpdu();
-    wire::MpaEnhancedWords words;
-    words.ird = offer_.ird;
-    words.ord = offer_.ord;
-    words.peer_to_peer = offer_.peer_to_peer;
-    words.write_rtr = offer_.write_rtr;
-    words.read_rtr = offer_.read_rtr;
-    wire::MpaFrame request = wire::MakeMpaRequest(offer_.crc, offer_.enhanced ? &words : nullptr, offer_.private_data);
-    std::vector<uint8_t> bytes(wire::MpaFrameSize(request));
-    size_t written = 0;
-    if (wire::SerializeMpaFrame(request, bytes, &written) != wire::WireStatus::kOk) {
+    if (request_.empty()) {  // the Request could not be built
         Shutdown(STATUS_INVALID_PARAMETER, 0, true);
         return;
     }
@@ -246,7 +238,9 @@ void TcpConnection::OnConnected() {
         std::lock_guard lock(send_mutex_);
         RearmLocked();
     }
-    QueueRaw(bytes.data(), written);
+    QueueRaw(request_.data(), request_.size());
+    request_.clear();
+    request_.shrink_to_fit();
 }
 
 void TcpConnection::QueueRaw(const uint8_t* data, size_t size) {
@@ -259,83 +253,60 @@ void TcpConnection::QueueRaw(const uint8_t* data, size_t size) {
     RunFinished(&finished);
 }
 
-// Reads exactly one MPA frame: its header, then PD_Length bytes. Bytes behind it are left in the socket and
-// refused (siw-facts §3.4).
+// The peer's MPA frame, read exactly (MpaHandshake says how many bytes more); bytes behind it are left in the
+// socket and refused (siw-facts §3.4).
 void TcpConnection::ReadMpa() {
-    const wire::MpaFrameKind expected = active_ ? wire::MpaFrameKind::kReply : wire::MpaFrameKind::kRequest;
-    while (true) {
-        wire::MpaFrame frame;
-        const wire::ParseResult parsed = wire::ParseMpaFrame(mpa_in_, expected, &frame);
-        if (parsed.status == wire::WireStatus::kNeedMoreBytes) {
-            const size_t have = mpa_in_.size();
-            mpa_in_.resize(parsed.size);
-            const ssize_t got = ::recv(fd_, mpa_in_.data() + have, parsed.size - have, MSG_DONTWAIT);
-            if (trace_) {
-                const iovec in{mpa_in_.data() + have, parsed.size - have};
-                trace_->Received(got, &in, 1);
-            }
-            if (got > 0) {
-                mpa_in_.resize(have + static_cast<size_t>(got));
-                continue;
-            }
-            mpa_in_.resize(have);
+    MpaHandshake::Verdict verdict = MpaHandshake::Verdict::kNeedMore;
+    while (verdict == MpaHandshake::Verdict::kNeedMore) {
+        const std::span<uint8_t> room = handshake_.Room();
+        const ssize_t got = ::recv(fd_, room.data(), room.size(), MSG_DONTWAIT);
+        if (trace_) {
+            const iovec in{room.data(), room.size()};
+            trace_->Received(got, &in, 1);
+        }
+        if (got <= 0) {
+            handshake_.Received(0);
             if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
             Shutdown(got == 0 ? STATUS_CONNECTION_ABORTED : StatusFromErrno(errno),
                      ProviderErrorOf(wire::term::kLlpConnectionLost), true);
             return;
         }
-        if (parsed.status == wire::WireStatus::kMarkersRequested ||
-            parsed.status == wire::WireStatus::kEnhancedHeaderMissing) {
-            if (!active_) {  // refused the way siw refuses it: a Reject that echoes the Request, then close
-                wire::MpaFrame reject = wire::MakeMpaReject(frame, {});
-                reject.markers = false;
-                std::vector<uint8_t> bytes(wire::MpaFrameSize(reject));
-                size_t written = 0;
-                if (wire::SerializeMpaFrame(reject, bytes, &written) == wire::WireStatus::kOk)
-                    QueueRaw(bytes.data(), written);
-            }
+        verdict = handshake_.Received(static_cast<size_t>(got));
+    }
+    switch (verdict) {
+        case MpaHandshake::Verdict::kRefusedAnswered:
+            if (!handshake_.RefusalBytes().empty())
+                QueueRaw(handshake_.RefusalBytes().data(), handshake_.RefusalBytes().size());
             Shutdown(STATUS_CONNECTION_REFUSED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
             return;
-        }
-        if (!parsed.ok()) {  // a wrong key, revision or length: no answer (siw closes too)
+        case MpaHandshake::Verdict::kRefused:
             Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
             return;
-        }
-        uint8_t byte;
-        if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {  // data behind the frame (siw: -EPROTO)
-            Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
-            return;
-        }
-        peer_.revision = frame.revision;
-        peer_.crc = frame.crc;
-        peer_.enhanced = frame.enhanced;
-        peer_.reject = frame.reject;
-        peer_.words = frame.words;
-        peer_.private_data.assign(frame.private_data.begin(), frame.private_data.end());
-        peer_p2p_ = frame.enhanced && frame.words.peer_to_peer;
-        mpa_in_.clear();
-        mpa_in_.shrink_to_fit();
-        if (active_) {
-            crc_ = offer_.crc || frame.crc;  // RFC 5044 §7.1: CRC if either side asks for it
-            // RFC 6581 §5: the responder's ORD may not exceed the IRD we offered. Not lowered in silence: its Read
-            // Requests would exceed what we hold. Refused as siw does, with a Terminate (issue 18 §3.2).
-            if (frame.enhanced && !frame.reject && frame.words.ord > offer_.ird) {
-                max_payload_ = PathMaxUlpdu();  // the Terminate is an FPDU: the stream is in FPDU mode now
-                phase_ = Phase::kReplied;
-                Fail(wire::term::kLlpInsufficientIrd, STATUS_CONNECTION_REFUSED, nullptr, 0);
-                return;
-            }
-            phase_ = Phase::kReplied;
-            Emit(Event::kMpaReceived);
-            if (peer_.reject && phase_ != Phase::kClosed)
-                Shutdown(STATUS_CONNECTION_REFUSED, 0, false);  // the CM has reported the refusal
-        } else {
-            phase_ = Phase::kOffered;
-            max_payload_ = PathMaxUlpdu();
-            Emit(Event::kMpaReceived);
-        }
+        default:
+            break;
+    }
+    uint8_t byte;
+    if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {  // data behind the frame (siw: -EPROTO)
+        Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
         return;
     }
+    if (!active_) {
+        phase_ = Phase::kOffered;
+        max_payload_ = PathMaxUlpdu();
+        Emit(Event::kMpaReceived);
+        return;
+    }
+    crc_ = handshake_.crc();
+    if (verdict == MpaHandshake::Verdict::kOrdAboveOurIrd) {  // RFC 6581 §5, issue 18 §3.2
+        max_payload_ = PathMaxUlpdu();  // the Terminate is an FPDU: the stream is in FPDU mode now
+        phase_ = Phase::kReplied;
+        Fail(wire::term::kLlpInsufficientIrd, STATUS_CONNECTION_REFUSED, nullptr, 0);
+        return;
+    }
+    phase_ = Phase::kReplied;
+    Emit(Event::kMpaReceived);
+    if (handshake_.peer().reject && phase_ != Phase::kClosed)
+        Shutdown(STATUS_CONNECTION_REFUSED, 0, false);  // the CM has reported the refusal
 }
 
 void TcpConnection::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
@@ -345,35 +316,19 @@ void TcpConnection::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, 
             self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED);
             return;
         }
-        const MpaPeer& request = self->peer_;
-        const bool p2p = request.enhanced && request.words.peer_to_peer;
-        wire::MpaEnhancedWords words;
-        words.ird = reply.ird;
-        words.ord = reply.ord;
-        if (p2p) {  // siw-facts §3.3: Write RTR if offered, else Read RTR if offered, else Write RTR
-            words.peer_to_peer = true;
-            words.read_rtr = !request.words.write_rtr && request.words.read_rtr;
-            words.write_rtr = !words.read_rtr;
-        }
-        self->crc_ = request.crc || self->options_.request_crc;
-        // A rev 1 Request gets a rev 1 Reply (no words).
-        wire::MpaFrame frame = wire::MakeMpaReply(self->crc_, request.enhanced ? &words : nullptr, reply.private_data);
-        std::vector<uint8_t> bytes(wire::MpaFrameSize(frame));
-        size_t written = 0;
-        if (wire::SerializeMpaFrame(frame, bytes, &written) != wire::WireStatus::kOk) {
+        const bool p2p = self->handshake_.peer_to_peer();
+        const std::vector<uint8_t> bytes = self->handshake_.Reply(std::move(reply));
+        if (bytes.empty()) {
             self->Shutdown(STATUS_INVALID_PARAMETER, 0, true);
             return;
         }
-        self->offer_ = std::move(reply);
-        self->offer_.peer_to_peer = words.peer_to_peer;
-        self->offer_.write_rtr = words.write_rtr;
-        self->offer_.read_rtr = words.read_rtr;
+        self->crc_ = self->handshake_.crc();
         {  // RFC 5044 §7.1.2: what the consumer posts waits for the initiator's first FPDU (siw-facts §3.4)
             std::lock_guard lock(self->send_mutex_);
             self->hold_fpdus_ = true;
         }
         self->EnterRdma(qp, ird, ord, p2p);
-        self->QueueRaw(bytes.data(), written);
+        self->QueueRaw(bytes.data(), bytes.size());
         if (!p2p && self->phase_ != Phase::kClosed) self->Emit(Event::kEstablished);
     });
 }
@@ -382,15 +337,8 @@ void TcpConnection::Reject(std::vector<uint8_t> private_data) {
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_, [self, private_data = std::move(private_data)] {
         if (self->phase_ != Phase::kOffered) return;
-        wire::MpaFrame request;
-        request.revision = self->peer_.revision;
-        request.enhanced = self->peer_.enhanced;
-        request.crc = self->peer_.crc;
-        wire::MpaFrame reject = wire::MakeMpaReject(request, private_data);
-        std::vector<uint8_t> bytes(wire::MpaFrameSize(reject));
-        size_t written = 0;
-        if (wire::SerializeMpaFrame(reject, bytes, &written) == wire::WireStatus::kOk)
-            self->QueueRaw(bytes.data(), written);
+        const std::vector<uint8_t> bytes = self->handshake_.Reject(private_data);
+        if (!bytes.empty()) self->QueueRaw(bytes.data(), bytes.size());
         self->Shutdown(STATUS_CONNECTION_REFUSED, 0, false);
     });
 }
@@ -421,7 +369,8 @@ void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord)
     // can post: the first FPDU then never lands before the responder is ready (siw-facts §3.4). A Write RTR is
     // a zero-length Write to STag 1, TO 0; a Read RTR a zero-length Read Request of STag 1.
     auto rtr = std::make_unique<OutMessage>();
-    if (peer_p2p_ && peer_.words.read_rtr && !peer_.words.write_rtr) {
+    const MpaPeer& peer = handshake_.peer();
+    if (handshake_.peer_to_peer() && peer.words.read_rtr && !peer.words.write_rtr) {
         rtr->opcode = wire::RdmapOpcode::kReadRequest;
         rtr->read.source_stag = 1;
         OutstandingRead pending;
@@ -615,7 +564,7 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     if (phase_ == Phase::kClosed) return;
     // A responder that closes or resets before any byte of its Reply refused us: its listener went away with our
     // connection still in its accept queue (CM-23), or it would not answer.
-    if (active_ && (phase_ == Phase::kConnecting || phase_ == Phase::kAwaitMpa) && mpa_in_.empty() &&
+    if (active_ && (phase_ == Phase::kConnecting || phase_ == Phase::kAwaitMpa) && handshake_.nothing_read() &&
         (status == STATUS_CONNECTION_RESET || status == STATUS_CONNECTION_ABORTED))
         status = STATUS_CONNECTION_REFUSED;
     static const bool debug = std::getenv("SOFTNDK_WIRE_DEBUG") != nullptr;

@@ -33,31 +33,10 @@
 #include "engine/transport.h"
 #include "transport/wire_faults.h"
 #include "transport/wire_trace.h"
+#include "transport/mpa_handshake.h"
 #include "wire/iwarp_wire.h"
 
 namespace softndk::transport {
-
-// What one side puts in its MPA Request or Reply.
-struct MpaOffer {
-    bool crc = false;
-    bool enhanced = true;  // rev 2 with the RFC 6581 IRD/ORD words
-    uint16_t ird = 0;
-    uint16_t ord = 0;
-    bool peer_to_peer = false;
-    bool write_rtr = false;
-    bool read_rtr = false;
-    std::vector<uint8_t> private_data;  // the ULP's, after the words
-};
-
-// What the peer's MPA frame said.
-struct MpaPeer {
-    uint8_t revision = 0;
-    bool crc = false;
-    bool enhanced = false;
-    bool reject = false;
-    wire::MpaEnhancedWords words;
-    std::vector<uint8_t> private_data;
-};
 
 struct TcpOptions {
     bool request_crc = false;          // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
@@ -104,7 +83,7 @@ public:
 
     void SetHandler(EventHandler handler);
     // After kMpaReceived (read on the lane, or by the CM once that event has been seen).
-    const MpaPeer& peer() const { return peer_; }
+    const MpaPeer& peer() const { return handshake_.peer(); }
     const sockaddr_storage& local_address() const { return local_; }
     const sockaddr_storage& remote_address() const { return remote_; }
 
@@ -243,12 +222,10 @@ private:
     std::atomic<uint32_t> end_cause_{0};     // the Shutdown's provider error, set before closed_
     std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
 
-    // MPA
-    MpaOffer offer_;  // ours (active: the Request)
-    MpaPeer peer_;
-    std::vector<uint8_t> mpa_in_;
-    bool crc_ = false;
-    bool peer_p2p_ = false;
+    // MPA (issue 18 §1: the rules live in MpaHandshake; this side only moves its bytes)
+    MpaHandshake handshake_;
+    std::vector<uint8_t> request_;  // active: our Request, sent once TCP connects
+    bool crc_ = false;              // agreed by the handshake: read on the data path
 
     // Engine side, set on entering RDMA mode (on the lane).
     engine::QueuePair* qp_ = nullptr;

@@ -240,7 +240,7 @@ bool TcpConnection::ProcessHead() {
     if (phase_ == Phase::kAwaitRtr) {  // RFC 6581 §6: the first FPDU is the RTR we chose
         const bool write_rtr = header.opcode == wire::RdmapOpcode::kWrite && rx.payload_size == 0;
         const bool read_rtr = header.opcode == wire::RdmapOpcode::kReadRequest && header.read.size == 0;
-        if (!(offer_.read_rtr ? read_rtr : write_rtr))
+        if (!(handshake_.offer().read_rtr ? read_rtr : write_rtr))
             return RefuseHead(wire::term::kLlpNoMatchingRtr, STATUS_CONNECTION_ABORTED, rx.head, offender);
     }
     if (header.tagged && rx.tagged_open &&
