@@ -149,13 +149,12 @@ private:
             CloseObject(incoming);
             return;
         }
-        auto owned = std::make_unique<Connection>();
-        Connection& connection = *owned;
-        connection.id = next_id_++;
+        const uint64_t id = next_id_++;
+        Connection& connection = *connections_.emplace(id, std::make_unique<Connection>()).first->second;
+        connection.id = id;
         connection.peer = peer;
         connection.role = join.role;
         connection.connector = incoming;
-        connections_.emplace(connection.id, std::move(owned));
         if (connection.role == Role::kTests) {
             connection.set =
                 static_cast<size_t>(std::find(sets_used_.begin(), sets_used_.end(), false) - sets_used_.begin());
