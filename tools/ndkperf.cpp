@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ndkperf_perftest.hpp"
+#include "ndk_args.hpp"
 #include "ndkperf_remote.hpp"
 
 namespace ndkperf {
@@ -34,16 +35,6 @@ constexpr const char* kUsage =
     "       ndkperf --client -a ADDRESS -p PORT [--test ...] [--sizes ...] [--latency-sizes 64,...] [--window N]\n"
     "               [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n"
     "       ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [perftest flags] [SERVER]   (perftest's protocol)\n";
-
-std::vector<size_t> SizeList(const std::string& list) {
-    std::vector<size_t> sizes;
-    for (size_t pos = 0; pos < list.size();) {
-        size_t comma = list.find(',', pos);
-        sizes.push_back(std::stoul(list.substr(pos, comma - pos)));
-        pos = comma == std::string::npos ? list.size() : comma + 1;
-    }
-    return sizes;
-}
 
 double Seconds(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -129,11 +120,13 @@ Options Parse(int argc, char** argv) {
         };
         if (arg == "--test") {
             std::string test = next();
+            if (test != "all" && test != "write" && test != "read" && test != "send")
+                ndktools::BadValue("ndkperf", arg, test, "write, read, send or all");
             if (test != "all") options.tests = {test};
         } else if (arg == "--sizes") {
-            options.sizes = SizeList(next());
+            options.sizes = ndktools::ParseSizeList("ndkperf", arg, next(), 1, 1ull << 30);
         } else if (arg == "--latency-sizes") {
-            options.latency_sizes = SizeList(next());
+            options.latency_sizes = ndktools::ParseSizeList("ndkperf", arg, next(), 1, 65536);
         } else if (arg == "--server") {
             options.role = Options::Role::kServer;
         } else if (arg == "--client") {
@@ -141,26 +134,29 @@ Options Parse(int argc, char** argv) {
         } else if (arg == "-a") {
             options.address = next();
         } else if (arg == "-p") {
-            options.port = static_cast<unsigned>(std::stoul(next()));
+            options.port = static_cast<unsigned>(ndktools::ParseCount("ndkperf", arg, next(), 1, 65535));
         } else if (arg == "--window") {
-            options.window = static_cast<ULONG>(std::stoul(next()));
-        } else if (arg == "--connections") {
-            options.connections = static_cast<unsigned>(std::stoul(next()));
+            options.window = static_cast<ULONG>(ndktools::ParseCount("ndkperf", arg, next(), 1, 1024));
+        } else if (arg == "--connections") {  // the server holds 4096 connections at most
+            options.connections = static_cast<unsigned>(ndktools::ParseCount("ndkperf", arg, next(), 0, 4000));
         } else if (arg == "--idle") {
-            options.idle_seconds = std::stod(next());
+            options.idle_seconds = ndktools::ParseSeconds("ndkperf", arg, next(), 0, 3600);
         } else if (arg == "--max-size") {
-            options.largest = std::stoul(next());
+            options.largest = ndktools::ParseSize("ndkperf", arg, next(), 1, 1ull << 30);
         } else if (arg == "--seconds") {
-            options.seconds = std::stod(next());
+            options.seconds = ndktools::ParseSeconds("ndkperf", arg, next(), 0.001, 3600);
         } else if (arg == "--pend") {
             options.mode = SOFTNDK_COMPLETION_PEND;
         } else if (arg == "--random") {
             options.mode = SOFTNDK_COMPLETION_RANDOM;
         } else if (arg == "--json") {
             options.json = true;
+        } else if (arg == "-h" || arg == "--help") {
+            std::fprintf(stdout, "%s", kUsage);
+            std::exit(0);
         } else {
-            std::fprintf(arg == "--help" ? stdout : stderr, "%s", kUsage);
-            std::exit(arg == "--help" ? 0 : 2);
+            std::fprintf(stderr, "ndkperf: unknown flag %s; see ndkperf --help\n", arg.c_str());
+            std::exit(2);
         }
     }
     if (options.role == Options::Role::kClient) {
