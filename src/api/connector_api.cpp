@@ -588,6 +588,38 @@ NTSTATUS GetPeerAddress(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length)
     return AddressOf(handle, address, length, true);
 }
 
+// CM-25 in-process (issue 18 §2): a peer consumer that never answers our NdkDisconnect (neither disconnects nor
+// closes) is not waited for beyond DisconnectTimeoutMs, as on the wire: our QP is flushed and the request
+// completes with STATUS_IO_TIMEOUT. The connection is over for us; the peer's own NdkDisconnect later completes
+// at once (our side has disconnected). No disconnect event for our own request (CM-26).
+void ExpireDisconnectAfter(const std::shared_ptr<Connection>& connection, int me, AdapterObject& adapter) {
+    const auto timeout = std::chrono::milliseconds(adapter.disconnect_timeout_ms);
+    adapter.executor->PostAfter(timeout, [weak = std::weak_ptr<Connection>(connection), me, timeout] {
+        std::shared_ptr<Connection> late = weak.lock();
+        if (!late) return;
+        Finish finish;
+        QpObject* qp = nullptr;
+        {
+            std::lock_guard lock(late->mutex);
+            if (!late->disconnect_finish[me] || late->side[me] == nullptr) return;  // answered, or closed
+            finish = std::move(late->disconnect_finish[me]);
+            late->disconnect_finish[me] = nullptr;
+            late->state[me] = ConnectorState::kDone;
+            qp = late->side[me]->qp;
+            if (qp != nullptr) qp->lifetime.AddRef();  // the connector may close once the finish ran
+        }
+        SetLastErrorText(
+            "NdkDisconnect: the peer neither disconnected nor closed within %lld ms (DisconnectTimeoutMs, "
+            "SOFTNDK_DISCONNECT_TIMEOUT_MS): STATUS_IO_TIMEOUT (0xC00000B5), the QP was flushed",
+            static_cast<long long>(timeout.count()));
+        if (qp != nullptr) {
+            qp->qp.Flush();  // CM-25: implicit flush
+            qp->lifetime.Release();
+        }
+        finish(STATUS_IO_TIMEOUT);
+    });
+}
+
 // CM-24/25: completes once the peer's disconnect arrived, then flushes the QP.
 NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion, PVOID context) {
     ConnectorObject* connector = FromHandle<ConnectorObject>(handle);
@@ -627,7 +659,10 @@ NTSTATUS Disconnect(NDK_CONNECTOR* handle, NDK_FN_REQUEST_COMPLETION completion,
                                   connection->disconnect_finish[me] = finish;
                               }
                           }
-                          if (!done) return STATUS_PENDING;
+                          if (!done) {
+                              ExpireDisconnectAfter(connection, me, *connector->adapter);
+                              return STATUS_PENDING;
+                          }
                           // CM-24 (b): completes once no DMA of the QP is running, without waiting for it.
                           auto complete = [connector, peer_qp, peer_finish] {
                               connector->qp->qp.Flush();  // CM-25: implicit flush

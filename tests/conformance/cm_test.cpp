@@ -1,4 +1,5 @@
 // CM-01 … CM-32: listeners, connectors, shared endpoints, private data, addresses, disconnects.
+#include <chrono>
 #include <cstring>
 
 #include "cm/fabric.h"
@@ -277,6 +278,40 @@ TEST_P(CmTest, CM_24_26_27_GracefulDisconnectIndicatesOnceAndCompletesWhenThePee
     Completion again;
     EXPECT_EQ(again.Wait(connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &again)),
               STATUS_CONNECTION_INVALID);
+}
+
+// CM-25 (issue 18 §2): a peer that never answers our NdkDisconnect is waited for DisconnectTimeoutMs, no longer,
+// in every configuration (in-process too): the request completes with STATUS_IO_TIMEOUT and our QP is flushed.
+class CmDisconnectTimeoutTest : public CmTest {
+protected:
+    static constexpr ULONG kTimeoutMs = 500;
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        CmTest::Customize(config);
+        config.DisconnectTimeoutMs = kTimeoutMs;
+    }
+};
+SOFTNDK_ALL_MODES(CmDisconnectTimeoutTest);
+
+TEST_P(CmDisconnectTimeoutTest, CM_25_DisconnectCompletesWithIoTimeoutWhenThePeerNeverAnswers) {
+    NDK_SGE receive = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp_a_->Dispatch->NdkReceive(qp_a_, reinterpret_cast<PVOID>(5), &receive, 1), STATUS_SUCCESS);
+    const auto start = std::chrono::steady_clock::now();
+    Completion a_done;
+    const NTSTATUS a_returned = connector_a_->Dispatch->NdkDisconnect(connector_a_, &Completion::OnRequest, &a_done);
+    EXPECT_EQ(a_returned, STATUS_PENDING) << "CM-24: until the peer's disconnect arrives";
+    EXPECT_TRUE(WaitFor([&] { return disconnects_b_.count == 1; })) << "the peer is told (CM-26)";
+    const NTSTATUS status = a_done.Wait(a_returned);  // B never calls NdkDisconnect
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(status, STATUS_IO_TIMEOUT) << "0x" << std::hex << status;
+    EXPECT_GE(took, static_cast<long>(kTimeoutMs) * 9 / 10) << "it waited for the peer first";
+    EXPECT_LE(took, static_cast<long>(kTimeoutMs) + 3000);
+    const NDK_RESULT_EX flushed = Poll(cq_a_);
+    EXPECT_EQ(flushed.Status, STATUS_CANCELLED) << "CM-25: implicit flush";
+    EXPECT_EQ(flushed.RequestContext, reinterpret_cast<PVOID>(5));
+    EXPECT_EQ(disconnects_a_.count, 0) << "no disconnect event for our own NdkDisconnect (CM-26)";
+    Completion b_done;  // the peer's late answer completes, whatever its status
+    b_done.Wait(connector_b_->Dispatch->NdkDisconnect(connector_b_, &Completion::OnRequest, &b_done));
 }
 
 TEST_P(CmTest, CM_26_ClosingOneSideIndicatesADisconnectToTheOther) {
