@@ -2,17 +2,35 @@
  * addresses and transport (SoftNdkQueryAdapterDetails). */
 #include <arpa/inet.h>
 #include <sys/resource.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ndk_wait.h"
 
+/* In the unit that reads best: 8 MiB, not "0.0 GiB" (issue 20). */
 static void print_size(const char* name, unsigned long long bytes) {
-    printf("\t%-28s%llu (%.1f GiB)\n", name, bytes, (double)bytes / (1ull << 30));
+    static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double value = (double)bytes;
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        ++unit;
+    }
+    printf("\t%-28s%llu (%.1f %s)\n", name, bytes, value, units[unit]);
 }
 
 int main(int argc, char** argv) {
-    (void)argc;
-    (void)argv;
+    for (int i = 1; i < argc; ++i) { /* issue 20 §1: no flag but help */
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf(
+                "usage: ndkinfo\n"
+                "  prints softndk's adapter as ibv_devinfo prints a device: NDK_ADAPTER_INFO's limits, then the\n"
+                "  interface, addresses and transport. SOFTNDK_INTERFACE=NAME binds the adapter to one interface.\n");
+            return 0;
+        }
+        fprintf(stderr, "ndkinfo: unknown flag %s; see ndkinfo --help\n", argv[i]);
+        return 2;
+    }
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
     NDK_ADAPTER* adapter = NULL;

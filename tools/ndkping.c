@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ndk_args.h"
 #include "ndk_route.h"
 #include "ndk_wait.h"
 #include "ndkping_rping.h"
@@ -166,31 +167,55 @@ int main(int argc, char** argv) {
     int serve = 1, ping = 1; /* both sides in this process unless --server or --client */
     ULONG mode = ndk_parse_mode(argc, argv);
     for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
-            count = atoi(argv[++i]);
-        else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc)
-            size = (ULONG)strtoul(argv[++i], NULL, 0);
-        else if (strcmp(argv[i], "-a") == 0 && i + 1 < argc)
+        const char* flag = argv[i];
+        const int has_value = i + 1 < argc;
+        /* rping's habits: there -s is the server and -c the client (issue 20 §1) */
+        static const char* const kRpingHint = "in rping -s means server and -c client: did you mean --rping";
+        if ((strcmp(flag, "-c") == 0 || strcmp(flag, "-s") == 0 || strcmp(flag, "-a") == 0 ||
+             strcmp(flag, "-p") == 0) &&
+            !has_value) {
+            fprintf(stderr, "ndkping: %s needs a value; see ndkping --help\n", flag);
+            return 2;
+        }
+        if (strcmp(flag, "-c") == 0)
+            count = (int)ndk_parse_count("ndkping", flag, argv[++i], 1, 100000000, kRpingHint);
+        else if (strcmp(flag, "-s") == 0)
+            size = (ULONG)ndk_parse_size("ndkping", flag, argv[++i], 1, MAX_SIZE, kRpingHint);
+        else if (strcmp(flag, "-a") == 0)
             address_text = argv[++i];
-        else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
-            port_number = (unsigned)strtoul(argv[++i], NULL, 0);
-        else if (strcmp(argv[i], "--server") == 0)
+        else if (strcmp(flag, "-p") == 0)
+            port_number = (unsigned)ndk_parse_count("ndkping", flag, argv[++i], 1, 65535, NULL);
+        else if (strcmp(flag, "--server") == 0)
             ping = 0;
-        else if (strcmp(argv[i], "--client") == 0)
+        else if (strcmp(flag, "--client") == 0)
             serve = 0;
-        else if (strcmp(argv[i], "--pend") != 0 && strcmp(argv[i], "--random") != 0) {
-            fprintf(stderr,
-                    "usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size<=%d] "
-                    "[--pend|--random]\n",
-                    MAX_SIZE);
+        else if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
+            printf(
+                "usage: ndkping [--server | --client] [-a ADDRESS] [-p PORT] [-c COUNT] [-s SIZE] [--pend|--random]\n"
+                "       ndkping --rping [rping's flags]   (rping's protocol, against Linux rping)\n"
+                "  both sides in this process unless --server or --client; a client needs the server's -a and -p\n"
+                "  -a ADDRESS  IPv4 or IPv6 (default 127.0.0.1)     -p PORT  1-65535 (default: an ephemeral one)\n"
+                "  -c COUNT    iterations (default 5)              -s SIZE  bytes, k/M units, 1-%d (default 4096)\n"
+                "  --pend, --random  completion mode (default inline)\n",
+                MAX_SIZE);
+            return 0;
+        } else if (strcmp(flag, "--pend") != 0 && strcmp(flag, "--random") != 0) {
+            fprintf(stderr, "ndkping: unknown flag %s; see ndkping --help\n", flag);
             return 2;
         }
     }
     SOCKADDR_INET address;
     int address_length = parse_address(address_text, &address);
-    if (size == 0 || size > MAX_SIZE || count <= 0 || address_length == 0 || port_number > 65535 || (!serve && !ping) ||
-        (!serve && port_number == 0)) {
-        fprintf(stderr, "ndkping: bad size, count, address or port (a client needs the server's -a and -p)\n");
+    if (address_length == 0) {
+        fprintf(stderr, "ndkping: -a: \"%s\" is not an IPv4 or IPv6 address; see ndkping --help\n", address_text);
+        return 2;
+    }
+    if (!serve && !ping) {
+        fprintf(stderr, "ndkping: --server and --client exclude each other; see ndkping --help\n");
+        return 2;
+    }
+    if (!serve && port_number == 0) {
+        fprintf(stderr, "ndkping: --client needs the server's -a ADDRESS and -p PORT; see ndkping --help\n");
         return 2;
     }
     if (address.si_family == AF_INET)

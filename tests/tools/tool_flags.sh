@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 20 §1: ndkperf, ndkping and ndkinfo parse every flag strictly. A bad value names the flag and the accepted range and exits 2
+# (before: `--seconds abc` aborted with an uncaught std::invalid_argument, exit 134; `--test foo` ran a row named
+# foo; `--seconds -1` ran; `-p 70000` wrapped); sizes take k/K/KiB and m/M/MiB; -h and --help print usage to
+# stdout and exit 0; an unknown flag gets one line pointing to --help and exit 2. ndkping: rping's -s/-c habits
+# get "did you mean --rping"; ndkinfo printed the device for --help and --bogus alike, exit 0, and 8 MiB as
+# "0.0 GiB".
+# Usage: tool_flags.sh NDKPERF NDKPING NDKINFO
+set -uo pipefail
+ndkperf="$1"
+ndkping="$2"
+ndkinfo="$3"
+failed=0
+tool="$ndkperf"
+expect() {  # expect EXIT WORDS -- ARGS...: $tool's exit status, and words its output must hold
+  local want="$1" words="$2"
+  shift 3
+  local output status
+  output=$("$tool" "$@" 2>&1)
+  status=$?
+  if [ "$status" -ne "$want" ] || ! grep -qF -- "$words" <<<"$output"; then
+    echo "FAIL $(basename "$tool") $*: exit $status (want $want), output: $(head -3 <<<"$output")"
+    failed=1
+  else
+    echo "ok   $(basename "$tool") $*: exit $status, $(head -1 <<<"$output" | cut -c1-110)"
+  fi
+}
+expect 2 '--seconds: "abc" is not a number of seconds from 0.001 to 3600' -- --seconds abc
+expect 2 '--seconds: "-1"' -- --seconds -1
+expect 2 '-p: "abc" is not a whole number from 1 to 65535' -- --client -a 127.0.0.1 -p abc
+expect 2 '-p: "70000"' -- --client -a 127.0.0.1 -p 70000
+expect 2 '--test: "foo" is not write, read, send or all' -- --test foo
+expect 2 '--sizes: "4x"' -- --sizes 64,4x
+expect 2 '--sizes: "0"' -- --sizes 0
+expect 2 '--window: "0"' -- --client -a 127.0.0.1 -p 1 --window 0
+expect 2 'unknown flag --bogus; see ndkperf --help' -- --bogus
+expect 2 '--seconds needs a value' -- --seconds
+expect 0 'usage: ndkperf' -- --help
+expect 0 'usage: ndkperf' -- -h
+expect 0 '"size":4096' -- --test write --sizes 4k --seconds 0.01 --json
+expect 0 '"size":1048576' -- --test write --sizes 1MiB --seconds 0.01 --json
+tool="$ndkping"
+expect 2 'did you mean --rping' -- -s -a 127.0.0.1
+expect 2 '-c: "abc" is not a whole number' -- -c abc
+expect 2 '-p: "70000" is not a whole number from 1 to 65535' -- -p 70000
+expect 2 "--client needs the server's -a ADDRESS and -p PORT" -- --client -a 127.0.0.1
+expect 2 'unknown flag --bogus; see ndkping --help' -- --bogus
+expect 0 'usage: ndkping' -- --help
+expect 0 '2 iterations, 2 verified, 0 errors' -- -s 4k -c 2
+tool="$ndkinfo"
+expect 2 'unknown flag --bogus; see ndkinfo --help' -- --bogus
+expect 0 'usage: ndkinfo' -- --help
+expect 0 'max_registration_size:' --
+exit $failed
