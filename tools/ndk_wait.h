@@ -11,6 +11,8 @@
 
 #include <softndk/softndk.h>
 
+#include "ndk_status.h"
+
 typedef struct {
     atomic_int done;
     NTSTATUS status;
@@ -46,7 +48,13 @@ static inline double ndk_now_ns(void) {
 
 static inline void ndk_check(NTSTATUS status, const char* what) {
     if (!NT_SUCCESS(status)) {
-        fprintf(stderr, "%s failed: 0x%08X %s\n", what, (unsigned)status, SoftNdkGetLastErrorText());
+        const ndk_status_text_t* text = ndk_status_text(status);
+        const char* detail = SoftNdkGetLastErrorText();
+        if (text != NULL)
+            fprintf(stderr, "%s failed: %s (0x%08X): %s%s%s\n", what, text->name, (unsigned)status, text->remedy,
+                    detail[0] ? "; " : "", detail);
+        else
+            fprintf(stderr, "%s failed: 0x%08X %s\n", what, (unsigned)status, detail);
         exit(1);
     }
 }

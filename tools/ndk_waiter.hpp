@@ -12,11 +12,19 @@
 
 #include <softndk/softndk.h>
 
+#include "ndk_status.h"
+
 namespace ndktools {
 
 inline void Check(NTSTATUS status, const char* what) {
     if (!NT_SUCCESS(status)) {
-        std::fprintf(stderr, "%s failed: 0x%08X %s\n", what, static_cast<unsigned>(status), SoftNdkGetLastErrorText());
+        const ndk_status_text_t* text = ndk_status_text(status);
+        const char* detail = SoftNdkGetLastErrorText();
+        if (text != nullptr)
+            std::fprintf(stderr, "%s failed: %s (0x%08X): %s%s%s\n", what, text->name, static_cast<unsigned>(status),
+                         text->remedy, detail[0] ? "; " : "", detail);
+        else
+            std::fprintf(stderr, "%s failed: 0x%08X %s\n", what, static_cast<unsigned>(status), detail);
         std::exit(1);
     }
 }

@@ -39,7 +39,12 @@ expect 0 'usage: ndkperf' -- --help
 expect 0 'usage: ndkperf' -- -h
 expect 0 '"size":4096' -- --test write --sizes 4k --seconds 0.01 --json
 expect 0 '"size":1048576' -- --test write --sizes 1MiB --seconds 0.01 --json
+# Statuses are named with a remedy (issue 20): a port nobody listens on (taken from the kernel, then freed).
+closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens at that address and port' -- \
+  --client -a 127.0.0.1 -p "$closed"
 tool="$ndkping"
+expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens' -- --client -a 127.0.0.1 -p "$closed"
 expect 2 'did you mean --rping' -- -s -a 127.0.0.1
 expect 2 '-c: "abc" is not a whole number' -- -c abc
 expect 2 '-p: "70000" is not a whole number from 1 to 65535' -- -p 70000
