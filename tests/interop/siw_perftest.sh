@@ -24,8 +24,8 @@ cases="ib_write_bw:2:1000 ib_write_bw:65536:200 ib_write_bw:1048576:20
        ib_write_bw:65536:D3::gbits ib_send_bw:4096:D3 ib_read_bw:65536:100::readrtr"
 # A port pair per case, and 4 spare pairs for runs once more: a guest perftest killed after a failure can leave its
 # listener behind.
-pick_guest_ports() {  # siw_common.sh picks again before its one retry of a boot
-  base=$((40000 + RANDOM % 10000))
+pick_guest_ports() {  # below 32768, Linux's ephemeral ports; picked again before a retried boot
+  base=$((24000 + RANDOM % 3900))
   guest_ports=()
   for i in $(seq 0 18); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 }

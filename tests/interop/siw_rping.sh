@@ -18,8 +18,8 @@ name="ndk-rping-$$"
 cases="26:200 64:200 1000:100 4096:100 65535:50 4096:50:crc 1000:50:readrtr 1000:50:limits5 1000:50:limits16
        1000:50:limits128"
 # A port pair per case: a guest rping killed after a failure can leave its listener behind for a while.
-pick_guest_ports() {  # siw_common.sh picks again before its one retry of a boot
-  base=$((30000 + RANDOM % 10000))
+pick_guest_ports() {  # below 32768, Linux's ephemeral ports; picked again before a retried boot
+  base=$((21000 + RANDOM % 2900))
   guest_ports=()
   for i in $(seq 0 9); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 }
