@@ -38,12 +38,6 @@ typedef struct _NET_IF_ALIAS_LH {
     USHORT ifAliasOffset; /* bytes from the start of this structure */
 } NET_IF_ALIAS_LH, *PNET_IF_ALIAS_LH, NET_IF_ALIAS, *PNET_IF_ALIAS;
 
-#define IF_TYPE_OTHER 1
-#define IF_TYPE_ETHERNET_CSMACD 6
-#define IF_TYPE_SOFTWARE_LOOPBACK 24
-#define IF_TYPE_IEEE80211 71
-#define IF_TYPE_TUNNEL 131
-
 typedef enum _NET_IF_OPER_STATUS {
     NET_IF_OPER_STATUS_UP = 1,
     NET_IF_OPER_STATUS_DOWN,

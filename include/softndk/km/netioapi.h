@@ -5,21 +5,13 @@
 #define SOFTNDK_KM_NETIOAPI_H
 
 #include <softndk/km/ifdef.h>
+#include <softndk/km/ipifcons.h>
+#include <softndk/km/nldef.h>
 #include <softndk/km/wdm.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum { IpPrefixOriginOther = 0, IpPrefixOriginManual, IpPrefixOriginWellKnown } NL_PREFIX_ORIGIN;
-typedef enum { IpSuffixOriginOther = 0, IpSuffixOriginManual, IpSuffixOriginWellKnown } NL_SUFFIX_ORIGIN;
-typedef enum {
-    IpDadStateInvalid = 0,
-    IpDadStateTentative,
-    IpDadStateDuplicate,
-    IpDadStateDeprecated,
-    IpDadStatePreferred
-} NL_DAD_STATE;
 
 typedef struct _MIB_UNICASTIPADDRESS_ROW {
     SOCKADDR_INET Address;
