@@ -425,7 +425,7 @@ NTSTATUS ConvertInterfaceLuidToAlias(const NET_LUID* InterfaceLuid, PWSTR Interf
     const NET_IFINDEX index = IndexOf(*InterfaceLuid);
     if (index == NET_IFINDEX_UNSPECIFIED) return STATUS_INVALID_PARAMETER;
     const std::wstring alias = AliasOf(index);
-    if (Length < alias.size() + 1) return STATUS_BUFFER_TOO_SMALL;
+    if (Length < alias.size() + 1) return STATUS_NO_MEMORY;
     std::wmemcpy(InterfaceAlias, alias.c_str(), alias.size() + 1);
     return STATUS_SUCCESS;
 }

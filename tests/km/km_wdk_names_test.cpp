@@ -166,8 +166,8 @@ TEST_F(KM_19_Interfaces, UnknownInterfacesAndBadArgumentsAreRefused) {
     EXPECT_EQ(ConvertInterfaceLuidToAlias(nullptr, alias, RTL_NUMBER_OF(alias)), STATUS_INVALID_PARAMETER);
     EXPECT_EQ(ConvertInterfaceLuidToAlias(&luid, nullptr, RTL_NUMBER_OF(alias)), STATUS_INVALID_PARAMETER);
     WCHAR short_buffer[9];  // no room for the NUL
-    EXPECT_EQ(ConvertInterfaceLuidToAlias(&luid, short_buffer, RTL_NUMBER_OF(short_buffer)), STATUS_BUFFER_TOO_SMALL);
-    EXPECT_EQ(ConvertInterfaceLuidToAlias(&luid, alias, 0), STATUS_BUFFER_TOO_SMALL);
+    EXPECT_EQ(ConvertInterfaceLuidToAlias(&luid, short_buffer, RTL_NUMBER_OF(short_buffer)), STATUS_NO_MEMORY);
+    EXPECT_EQ(ConvertInterfaceLuidToAlias(&luid, alias, 0), STATUS_NO_MEMORY);
 
     EXPECT_EQ(ConvertInterfaceAliasToLuid(L"softndk 4242", &luid), STATUS_INVALID_PARAMETER);
     EXPECT_EQ(ConvertInterfaceAliasToLuid(nullptr, &luid), STATUS_INVALID_PARAMETER);

@@ -39,7 +39,7 @@ SOFTNDK_KM_API NTSTATUS ConvertInterfaceIndexToLuid(NET_IFINDEX InterfaceIndex, 
 SOFTNDK_KM_API NTSTATUS ConvertInterfaceLuidToIndex(const NET_LUID* InterfaceLuid, PNET_IFINDEX InterfaceIndex);
 /* Interface names (issue 19 §1). The alias of a softndk interface is "softndk IfIndex" (e.g. L"softndk 1");
  * Length counts characters including the NUL. STATUS_INVALID_PARAMETER for a NULL pointer or an unknown LUID,
- * STATUS_BUFFER_TOO_SMALL when the alias and its NUL do not fit (ERROR_NOT_ENOUGH_MEMORY in user mode). */
+ * STATUS_NO_MEMORY when the alias and its NUL do not fit (Microsoft: "not enough storage"). */
 SOFTNDK_KM_API NTSTATUS ConvertInterfaceLuidToAlias(const NET_LUID* InterfaceLuid, PWSTR InterfaceAlias, SIZE_T Length);
 SOFTNDK_KM_API NTSTATUS ConvertInterfaceAliasToLuid(PCWSTR InterfaceAlias, PNET_LUID InterfaceLuid);
 
