@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "km/km_internal.h"
 
@@ -104,6 +105,36 @@ Char* Widen(const char* narrow, Char* out) {
     for (; narrow[i] != '\0'; ++i) out[i] = static_cast<Char>(narrow[i]);
     out[i] = 0;
     return out + i;
+}
+
+// The Ex forms' text: "a.b.c.d[:port]", "addr[%scope]" or "[addr[%scope]]:port"; port in network order.
+std::string Ipv4ExText(const IN_ADDR* address, USHORT port) {
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, address, text, sizeof(text));
+    std::string out(text);
+    if (port != 0) out += ":" + std::to_string(ntohs(port));
+    return out;
+}
+std::string Ipv6ExText(const IN6_ADDR* address, ULONG scope_id, USHORT port) {
+    char text[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, address, text, sizeof(text));
+    std::string out(text);
+    if (scope_id != 0) out += "%" + std::to_string(scope_id);
+    if (port != 0) out = "[" + out + "]:" + std::to_string(ntohs(port));
+    return out;
+}
+// Copies text and its NUL when *length (characters) has room; else STATUS_INVALID_PARAMETER and the room needed.
+template <typename Char>
+NTSTATUS CopyOut(const std::string& text, Char* out, PULONG length) {
+    if (out == nullptr || length == nullptr) return STATUS_INVALID_PARAMETER;
+    const ULONG needed = static_cast<ULONG>(text.size() + 1);
+    if (*length < needed) {
+        *length = needed;
+        return STATUS_INVALID_PARAMETER;
+    }
+    Widen(text.c_str(), out);
+    *length = needed;
+    return STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -221,6 +252,30 @@ PWSTR RtlIpv6AddressToStringW(const IN6_ADDR* Addr, PWSTR S) {
     char narrow[INET6_ADDRSTRLEN];
     RtlIpv6AddressToStringA(Addr, narrow);
     return Widen(narrow, S);
+}
+
+NTSTATUS RtlIpv4AddressToStringExA(const IN_ADDR* Address, USHORT Port, PSTR AddressString,
+                                   PULONG AddressStringLength) {
+    if (Address == nullptr) return STATUS_INVALID_PARAMETER;
+    return CopyOut(Ipv4ExText(Address, Port), AddressString, AddressStringLength);
+}
+
+NTSTATUS RtlIpv4AddressToStringExW(const IN_ADDR* Address, USHORT Port, PWSTR AddressString,
+                                   PULONG AddressStringLength) {
+    if (Address == nullptr) return STATUS_INVALID_PARAMETER;
+    return CopyOut(Ipv4ExText(Address, Port), AddressString, AddressStringLength);
+}
+
+NTSTATUS RtlIpv6AddressToStringExA(const IN6_ADDR* Address, ULONG ScopeId, USHORT Port, PSTR AddressString,
+                                   PULONG AddressStringLength) {
+    if (Address == nullptr) return STATUS_INVALID_PARAMETER;
+    return CopyOut(Ipv6ExText(Address, ScopeId, Port), AddressString, AddressStringLength);
+}
+
+NTSTATUS RtlIpv6AddressToStringExW(const IN6_ADDR* Address, ULONG ScopeId, USHORT Port, PWSTR AddressString,
+                                   PULONG AddressStringLength) {
+    if (Address == nullptr) return STATUS_INVALID_PARAMETER;
+    return CopyOut(Ipv6ExText(Address, ScopeId, Port), AddressString, AddressStringLength);
 }
 
 }  // extern "C"

@@ -121,6 +121,44 @@ TEST(KM_19_Ip2String, Ipv6NonExStopsAtTheTerminatorAndTextRoundTrips) {
     EXPECT_STREQ(wout, L"127.0.0.1");
 }
 
+TEST(KM_19_Ip2String, AddressToStringExAddsScopeAndPortAndReportsTheLengthNeeded) {
+    IN_ADDR v4;
+    v4.S_un.S_addr = htonl(0x0A000001);
+    char text[64];
+    ULONG length = sizeof(text);
+    ASSERT_EQ(RtlIpv4AddressToStringExA(&v4, htons(445), text, &length), STATUS_SUCCESS);
+    EXPECT_STREQ(text, "10.0.0.1:445");
+    EXPECT_EQ(length, 13u) << "characters with the NUL";
+    wchar_t wide[64];
+    length = RTL_NUMBER_OF(wide);
+    ASSERT_EQ(RtlIpv4AddressToStringExW(&v4, 0, wide, &length), STATUS_SUCCESS);
+    EXPECT_STREQ(wide, L"10.0.0.1");
+    IN6_ADDR v6;
+    ULONG scope = 0;
+    USHORT port = 0;
+    ASSERT_EQ(RtlIpv6StringToAddressExA("fe80::1", &v6, &scope, &port), STATUS_SUCCESS);
+    length = RTL_NUMBER_OF(wide);
+    ASSERT_EQ(RtlIpv6AddressToStringExW(&v6, 4, htons(80), wide, &length), STATUS_SUCCESS);
+    EXPECT_STREQ(wide, L"[fe80::1%4]:80");
+    length = sizeof(text);
+    ASSERT_EQ(RtlIpv6AddressToStringExA(&v6, 4, 0, text, &length), STATUS_SUCCESS);
+    EXPECT_STREQ(text, "fe80::1%4");
+    ASSERT_EQ(RtlIpv6StringToAddressExA(text, &v6, &scope, &port), STATUS_SUCCESS) << "round trip";
+    EXPECT_EQ(scope, 4u);
+
+    length = 5;  // too small: the length needed comes back
+    EXPECT_EQ(RtlIpv4AddressToStringExA(&v4, htons(445), text, &length), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(length, 13u);
+    length = 14;
+    EXPECT_EQ(RtlIpv6AddressToStringExW(&v6, 4, htons(80), wide, &length), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(length, 15u);
+    EXPECT_EQ(RtlIpv4AddressToStringExA(nullptr, 0, text, &length), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(RtlIpv4AddressToStringExA(&v4, 0, nullptr, &length), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(RtlIpv4AddressToStringExW(&v4, 0, wide, nullptr), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(RtlIpv6AddressToStringExA(nullptr, 0, 0, text, &length), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(RtlIpv6AddressToStringExW(&v6, 0, 0, nullptr, &length), STATUS_INVALID_PARAMETER);
+}
+
 // ---- netioapi.h: LUID, index and alias of softndk's interfaces ----
 class KM_19_Interfaces : public ::testing::Test {
 protected:

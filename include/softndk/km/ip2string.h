@@ -34,6 +34,18 @@ SOFTNDK_KM_API PSTR RtlIpv4AddressToStringA(const IN_ADDR* Addr, PSTR S);
 SOFTNDK_KM_API PWSTR RtlIpv4AddressToStringW(const IN_ADDR* Addr, PWSTR S);
 SOFTNDK_KM_API PSTR RtlIpv6AddressToStringA(const IN6_ADDR* Addr, PSTR S);
 SOFTNDK_KM_API PWSTR RtlIpv6AddressToStringW(const IN6_ADDR* Addr, PWSTR S);
+/* The Ex forms: "a.b.c.d:port" when Port (network order) is not 0; IPv6 "addr%scope" when ScopeId is not 0 and
+ * "[addr%scope]:port" when Port is not 0. *AddressStringLength: in, the characters AddressString holds; out, the
+ * characters written with the NUL. A NULL pointer or too small a buffer: STATUS_INVALID_PARAMETER (and, for too
+ * small a buffer, *AddressStringLength is the length needed). */
+SOFTNDK_KM_API NTSTATUS RtlIpv4AddressToStringExA(const IN_ADDR* Address, USHORT Port, PSTR AddressString,
+                                                  PULONG AddressStringLength);
+SOFTNDK_KM_API NTSTATUS RtlIpv4AddressToStringExW(const IN_ADDR* Address, USHORT Port, PWSTR AddressString,
+                                                  PULONG AddressStringLength);
+SOFTNDK_KM_API NTSTATUS RtlIpv6AddressToStringExA(const IN6_ADDR* Address, ULONG ScopeId, USHORT Port,
+                                                  PSTR AddressString, PULONG AddressStringLength);
+SOFTNDK_KM_API NTSTATUS RtlIpv6AddressToStringExW(const IN6_ADDR* Address, ULONG ScopeId, USHORT Port,
+                                                  PWSTR AddressString, PULONG AddressStringLength);
 
 #ifdef __cplusplus
 }
