@@ -1,7 +1,9 @@
 // IRPs (IoAllocateIrp, IoCallDriver, IoCompleteRequest, IoFreeIrp) and IoCreateDeviceSecure with the wdmsec.h
-// SDDL strings (issue 19 §1). IoCreateDevice itself lives with the device objects in runtime.cpp.
+// SDDL strings, IoCreateSymbolicLink/IoDeleteSymbolicLink (issue 19 §1). IoCreateDevice itself lives with the device
+// objects in runtime.cpp.
 #include <cstring>
 #include <cwchar>
+#include <cwctype>
 #include <map>
 #include <string>
 
@@ -64,7 +66,28 @@ bool ValidDeviceSddl(PCUNICODE_STRING sddl) {
     return true;
 }
 
+// Symbolic links (IoCreateSymbolicLink): link name, compared case-insensitively, to device name.
+std::mutex g_links_mutex;
+std::map<std::wstring, std::wstring>& Links() {
+    static auto* links = new std::map<std::wstring, std::wstring>();
+    return *links;
+}
+bool LinkName(PUNICODE_STRING name, std::wstring* key) {
+    if (name == nullptr || name->Buffer == nullptr || name->Length == 0 || name->Length % sizeof(WCHAR) != 0)
+        return false;
+    key->assign(name->Buffer, name->Length / sizeof(WCHAR));
+    for (auto& c : *key) c = static_cast<wchar_t>(std::towlower(static_cast<wint_t>(c)));
+    return true;
+}
+
 }  // namespace
+
+namespace softndk::km {
+ULONG SymbolicLinks() {
+    std::lock_guard lock(g_links_mutex);
+    return static_cast<ULONG>(Links().size());
+}
+}  // namespace softndk::km
 
 extern "C" {
 
@@ -89,6 +112,23 @@ NTSTATUS IoCreateDeviceSecure(PDRIVER_OBJECT DriverObject, ULONG DeviceExtension
     if (!ValidDeviceSddl(DefaultSDDLString)) return STATUS_INVALID_PARAMETER;
     return IoCreateDevice(DriverObject, DeviceExtensionSize, DeviceName, DeviceType, DeviceCharacteristics, Exclusive,
                           DeviceObject);
+}
+
+// Issue 19 §1: a name table, so a driver's link/unlink pairs behave as on Windows; nothing opens the names.
+NTSTATUS IoCreateSymbolicLink(PUNICODE_STRING SymbolicLinkName, PUNICODE_STRING DeviceName) {
+    RequireIrqlAtMost(PASSIVE_LEVEL, "IoCreateSymbolicLink");
+    std::wstring key, target;
+    if (!LinkName(SymbolicLinkName, &key) || !LinkName(DeviceName, &target)) return STATUS_INVALID_PARAMETER;
+    std::lock_guard lock(g_links_mutex);
+    return Links().emplace(key, target).second ? STATUS_SUCCESS : STATUS_OBJECT_NAME_COLLISION;
+}
+
+NTSTATUS IoDeleteSymbolicLink(PUNICODE_STRING SymbolicLinkName) {
+    RequireIrqlAtMost(PASSIVE_LEVEL, "IoDeleteSymbolicLink");
+    std::wstring key;
+    if (!LinkName(SymbolicLinkName, &key)) return STATUS_INVALID_PARAMETER;
+    std::lock_guard lock(g_links_mutex);
+    return Links().erase(key) != 0 ? STATUS_SUCCESS : STATUS_OBJECT_NAME_NOT_FOUND;
 }
 
 PIRP IoAllocateIrp(CCHAR StackSize, BOOLEAN) {

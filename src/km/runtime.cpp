@@ -310,6 +310,7 @@ VOID SoftNdkKmGetStatistics(SOFTNDK_KM_STATISTICS* Statistics) {
     Statistics->DpcsQueued = DpcsOutstanding();
     Statistics->DeviceObjects = DeviceObjects();
     Statistics->RegistryKeysOpen = OpenRegistryKeys();
+    Statistics->SymbolicLinks = SymbolicLinks();
 }
 
 ULONG SoftNdkKmReportLeaks(void) {
@@ -328,6 +329,7 @@ ULONG SoftNdkKmReportLeaks(void) {
         {s.DpcsQueued, "DPC(s) still queued or running"},
         {s.DeviceObjects, "device object(s) not deleted"},
         {s.RegistryKeysOpen, "registry key handle(s) not closed (ZwClose)"},
+        {s.SymbolicLinks, "symbolic link(s) not deleted (IoDeleteSymbolicLink)"},
     };
     for (const auto& other : others) {
         if (other.count == 0) continue;

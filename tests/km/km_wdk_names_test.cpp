@@ -308,6 +308,30 @@ TEST_F(KM_19_Io, CreateDeviceSecureRefusesBadSddlAndArguments) {
     EXPECT_EQ(driver_.DeviceObject, nullptr) << "no device made by a refused call";
 }
 
+TEST_F(KM_19_Io, SymbolicLinksAreANameTable) {
+    UNICODE_STRING link, device, other_case;
+    RtlInitUnicodeString(&link, L"\\DosDevices\\KmTest19");
+    RtlInitUnicodeString(&device, L"\\Device\\KmTest19");
+    RtlInitUnicodeString(&other_case, L"\\DOSDEVICES\\kmtest19");
+    SOFTNDK_KM_STATISTICS before;
+    SoftNdkKmGetStatistics(&before);
+    ASSERT_EQ(IoCreateSymbolicLink(&link, &device), STATUS_SUCCESS);
+    SOFTNDK_KM_STATISTICS during;
+    SoftNdkKmGetStatistics(&during);
+    EXPECT_EQ(during.SymbolicLinks, before.SymbolicLinks + 1) << "a link not deleted would be a leak";
+    EXPECT_EQ(IoCreateSymbolicLink(&other_case, &device), STATUS_OBJECT_NAME_COLLISION);
+    EXPECT_EQ(IoDeleteSymbolicLink(&other_case), STATUS_SUCCESS);
+    EXPECT_EQ(IoDeleteSymbolicLink(&link), STATUS_OBJECT_NAME_NOT_FOUND);
+    UNICODE_STRING empty = {0, 0, nullptr};
+    EXPECT_EQ(IoCreateSymbolicLink(&empty, &device), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(IoCreateSymbolicLink(&link, &empty), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(IoCreateSymbolicLink(nullptr, &device), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(IoDeleteSymbolicLink(nullptr), STATUS_INVALID_PARAMETER);
+    SOFTNDK_KM_STATISTICS after;
+    SoftNdkKmGetStatistics(&after);
+    EXPECT_EQ(after.SymbolicLinks, before.SymbolicLinks);
+}
+
 constexpr ULONG kIoctlEcho = CTL_CODE(FILE_DEVICE_NETWORK, 0x801, METHOD_BUFFERED, FILE_ANY_ACCESS);
 
 _Function_class_(DRIVER_DISPATCH) _Dispatch_type_(IRP_MJ_DEVICE_CONTROL) NTSTATUS

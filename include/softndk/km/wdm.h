@@ -781,6 +781,11 @@ SOFTNDK_KM_API NTSTATUS IoCreateDevice(PDRIVER_OBJECT DriverObject, ULONG Device
                                        PUNICODE_STRING DeviceName, ULONG DeviceType, ULONG DeviceCharacteristics,
                                        BOOLEAN Exclusive, PDEVICE_OBJECT* DeviceObject);
 SOFTNDK_KM_API VOID IoDeleteDevice(PDEVICE_OBJECT DeviceObject);
+/* A name table (issue 19 §1): STATUS_OBJECT_NAME_COLLISION for a link that exists, STATUS_OBJECT_NAME_NOT_FOUND
+ * for deleting one that does not, STATUS_INVALID_PARAMETER for an empty name. Names compare case-insensitively;
+ * nothing opens them (there is no user mode). A link not deleted is a leak. */
+SOFTNDK_KM_API NTSTATUS IoCreateSymbolicLink(PUNICODE_STRING SymbolicLinkName, PUNICODE_STRING DeviceName);
+SOFTNDK_KM_API NTSTATUS IoDeleteSymbolicLink(PUNICODE_STRING SymbolicLinkName);
 
 /* ---- work items on a real worker pool (PASSIVE_LEVEL) ---- */
 typedef enum _WORK_QUEUE_TYPE {
