@@ -38,6 +38,17 @@ void InitializeIrp(PIRP irp, USHORT size, CCHAR stack_size, UCHAR allocation_fla
     irp->Tail.Overlay.CurrentStackLocation = reinterpret_cast<PIO_STACK_LOCATION>(irp + 1) + stack_size;
 }
 
+// A Verifier report for an IRP that IoAllocateIrp did not make (there is no IoInitializeIrp): true when foreign.
+bool Foreign(PIRP irp, const char* call) {
+    {
+        std::lock_guard lock(g_irps_mutex);
+        if (Irps().count(irp) != 0) return false;
+    }
+    Report("DRIVER_VERIFIER_IOMANAGER_VIOLATION", kDriverVerifierIoManagerViolation, call,
+           "IRP %p was not allocated by IoAllocateIrp (or was freed already)", static_cast<void*>(irp));
+    return true;
+}
+
 // SDDL of a device object (wdmsec.h): "D:P" then ACEs "(type;flags;rights;object;inherit;sid)".
 bool ValidDeviceSddl(PCUNICODE_STRING sddl) {
     if (sddl == nullptr || sddl->Buffer == nullptr || sddl->Length % sizeof(WCHAR) != 0) return false;
@@ -144,6 +155,7 @@ PIRP IoAllocateIrp(CCHAR StackSize, BOOLEAN) {
 }
 
 VOID IoReuseIrp(PIRP Irp, NTSTATUS Iostatus) {
+    if (Irp == nullptr || Foreign(Irp, "IoReuseIrp")) return;
     InitializeIrp(Irp, Irp->Size, Irp->StackCount, Irp->AllocationFlags);
     Irp->IoStatus.Status = Iostatus;
     std::lock_guard lock(g_irps_mutex);
@@ -173,6 +185,7 @@ NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp) {
     RequireIrqlAtMost(DISPATCH_LEVEL, "IoCallDriver");
     if (DeviceObject == nullptr || Irp == nullptr || DeviceObject->DriverObject == nullptr)
         return STATUS_INVALID_PARAMETER;
+    if (Foreign(Irp, "IoCallDriver")) return STATUS_INVALID_PARAMETER;
     if (Irp->CurrentLocation <= 1) {
         Report("NO_MORE_IRP_STACK_LOCATIONS", 0x35, "IoCallDriver", "IRP %p has no stack location left for %p",
                static_cast<void*>(Irp), static_cast<void*>(DeviceObject));
@@ -199,7 +212,7 @@ NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp) {
 
 VOID IofCompleteRequest(PIRP Irp, CCHAR) {
     RequireIrqlAtMost(DISPATCH_LEVEL, "IoCompleteRequest");
-    if (Irp == nullptr) return;
+    if (Irp == nullptr || Foreign(Irp, "IoCompleteRequest")) return;
     {
         std::lock_guard lock(g_irps_mutex);
         auto found = Irps().find(Irp);

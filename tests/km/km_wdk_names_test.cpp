@@ -456,6 +456,17 @@ TEST_F(KM_19_Io, CompletingTwiceOrWithPendingIsReported) {
     RtlZeroMemory(&foreign, sizeof(foreign));
     IoFreeIrp(&foreign);
     EXPECT_TRUE(Saw("BAD_POOL_CALLER", "IoFreeIrp"));
+    IoCompleteRequest(&foreign, IO_NO_INCREMENT);
+    EXPECT_TRUE(Saw("DRIVER_VERIFIER_IOMANAGER_VIOLATION", "IoCompleteRequest"));
+    IoReuseIrp(&foreign, STATUS_SUCCESS);
+    EXPECT_TRUE(Saw("DRIVER_VERIFIER_IOMANAGER_VIOLATION", "IoReuseIrp"));
+    DRIVER_OBJECT driver;
+    RtlZeroMemory(&driver, sizeof(driver));
+    DEVICE_OBJECT device;
+    RtlZeroMemory(&device, sizeof(device));
+    device.DriverObject = &driver;
+    EXPECT_EQ(IoCallDriver(&device, &foreign), STATUS_INVALID_PARAMETER);
+    EXPECT_TRUE(Saw("DRIVER_VERIFIER_IOMANAGER_VIOLATION", "IoCallDriver"));
 }
 
 TEST_F(KM_19_Io, FreeingAnIrpADriverHoldsOrRunningOutOfStackIsReported) {
