@@ -213,19 +213,21 @@ NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp) {
 VOID IofCompleteRequest(PIRP Irp, CCHAR) {
     RequireIrqlAtMost(DISPATCH_LEVEL, "IoCompleteRequest");
     if (Irp == nullptr || Foreign(Irp, "IoCompleteRequest")) return;
-    {
-        std::lock_guard lock(g_irps_mutex);
-        auto found = Irps().find(Irp);
-        if (found != Irps().end() && found->second) {
-            Report("MULTIPLE_IRP_COMPLETE_REQUESTS", kMultipleIrpCompleteRequests, "IoCompleteRequest",
-                   "IRP %p is completed a second time", static_cast<void*>(Irp));
-            return;
-        }
-        if (found != Irps().end()) found->second = true;
-    }
-    if (Irp->IoStatus.Status == STATUS_PENDING) {
+    if (Irp->IoStatus.Status == STATUS_PENDING) {  // refused, and not counted as a completion
         Report("DRIVER_VERIFIER_IOMANAGER_VIOLATION", kDriverVerifierIoManagerViolation, "IoCompleteRequest",
                "IRP %p is completed with STATUS_PENDING", static_cast<void*>(Irp));
+        return;
+    }
+    bool twice = false;
+    {
+        std::lock_guard lock(g_irps_mutex);
+        bool& completed = Irps()[Irp];
+        twice = completed;
+        completed = true;
+    }
+    if (twice) {
+        Report("MULTIPLE_IRP_COMPLETE_REQUESTS", kMultipleIrpCompleteRequests, "IoCompleteRequest",
+               "IRP %p is completed a second time", static_cast<void*>(Irp));
         return;
     }
     // From the current stack location up, as the I/O manager does.
