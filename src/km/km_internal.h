@@ -55,6 +55,7 @@ ULONG DeviceObjects();
 ULONG WskRegistrations();
 ULONG OpenAdapters();
 ULONG OpenRegistryKeys();  // ZwOpenKey handles not closed
+ULONG SymbolicLinks();     // IoCreateSymbolicLink names not deleted (io.cpp)
 void PoolStatistics(ULONG* allocations, ULONG64* bytes);
 ULONG ReportPoolLeaks();  // prints by tag, returns allocation count
 void ShutdownWorkers();

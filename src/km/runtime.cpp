@@ -1,6 +1,5 @@
 // Rtl strings and memory, DbgPrint, bug checks and assertions, driver and device objects, thread identity,
 // and the host's statistics (issue 9 §2).
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -198,58 +197,6 @@ NTSTATUS RtlUnicodeStringToInteger(PCUNICODE_STRING String, ULONG Base, PULONG V
 }
 
 // ---- debug output ----
-// ---- ip2string.h ----
-NTSTATUS RtlIpv4StringToAddressA(PCSTR S, BOOLEAN Strict, PCSTR* Terminator, IN_ADDR* Addr) {
-    if (S == nullptr || Terminator == nullptr || Addr == nullptr) return STATUS_INVALID_PARAMETER;
-    // The address's own characters: digits, dots, and for the loose forms x/X and hex digits.
-    size_t length = 0;
-    while (S[length] != '\0' && (std::isxdigit(static_cast<unsigned char>(S[length])) || S[length] == '.' ||
-                                 (!Strict && (S[length] == 'x' || S[length] == 'X'))))
-        ++length;
-    if (length == 0 || length > 63) return STATUS_INVALID_PARAMETER;
-    char text[64];
-    std::memcpy(text, S, length);
-    text[length] = '\0';
-    in_addr parsed{};
-    if (Strict) {
-        unsigned parts = 0;  // four decimal parts of 0 … 255, no leading zeros beyond "0"
-        const char* at = text;
-        while (true) {
-            if (!std::isdigit(static_cast<unsigned char>(*at))) return STATUS_INVALID_PARAMETER;
-            unsigned value = 0, digits = 0;
-            const char* start = at;
-            for (; std::isdigit(static_cast<unsigned char>(*at)); ++at, ++digits)
-                value = value * 10 + static_cast<unsigned>(*at - '0');
-            if (value > 255 || digits > 3 || (digits > 1 && *start == '0')) return STATUS_INVALID_PARAMETER;
-            if (++parts == 4) break;
-            if (*at++ != '.') return STATUS_INVALID_PARAMETER;
-        }
-        length = static_cast<size_t>(at - text);
-        text[length] = '\0';
-        if (inet_pton(AF_INET, text, &parsed) != 1) return STATUS_INVALID_PARAMETER;
-    } else if (inet_aton(text, &parsed) == 0) {
-        return STATUS_INVALID_PARAMETER;
-    }
-    Addr->S_un.S_addr = parsed.s_addr;
-    *Terminator = S + length;
-    return STATUS_SUCCESS;
-}
-
-NTSTATUS RtlIpv4StringToAddressW(PCWSTR S, BOOLEAN Strict, PCWSTR* Terminator, IN_ADDR* Addr) {
-    if (S == nullptr || Terminator == nullptr || Addr == nullptr) return STATUS_INVALID_PARAMETER;
-    char narrow[64];
-    size_t length = 0;
-    while (length + 1 < sizeof(narrow) && S[length] != 0 && S[length] < 0x80) {
-        narrow[length] = static_cast<char>(S[length]);
-        ++length;
-    }
-    narrow[length] = '\0';
-    PCSTR end = nullptr;
-    const NTSTATUS status = RtlIpv4StringToAddressA(narrow, Strict, &end, Addr);
-    if (NT_SUCCESS(status)) *Terminator = S + (end - narrow);
-    return status;
-}
-
 ULONG vDbgPrintEx(ULONG, ULONG Level, PCCH Format, va_list Arguments) {
     ULONG level = Level & ~DPFLTR_MASK;
     if (!(Level & DPFLTR_MASK) && static_cast<int>(level) > DebugLevelLimit()) return STATUS_SUCCESS;
@@ -363,6 +310,7 @@ VOID SoftNdkKmGetStatistics(SOFTNDK_KM_STATISTICS* Statistics) {
     Statistics->DpcsQueued = DpcsOutstanding();
     Statistics->DeviceObjects = DeviceObjects();
     Statistics->RegistryKeysOpen = OpenRegistryKeys();
+    Statistics->SymbolicLinks = SymbolicLinks();
 }
 
 ULONG SoftNdkKmReportLeaks(void) {
@@ -381,6 +329,7 @@ ULONG SoftNdkKmReportLeaks(void) {
         {s.DpcsQueued, "DPC(s) still queued or running"},
         {s.DeviceObjects, "device object(s) not deleted"},
         {s.RegistryKeysOpen, "registry key handle(s) not closed (ZwClose)"},
+        {s.SymbolicLinks, "symbolic link(s) not deleted (IoDeleteSymbolicLink)"},
     };
     for (const auto& other : others) {
         if (other.count == 0) continue;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 #include <cstring>
+#include <cwchar>
 
 #include <softndk/km/wskndk.h>
 
@@ -48,6 +49,29 @@ bool PassiveOnly(const char* call) {
     Report("NDK_PASSIVE_LEVEL_ONLY", kIrqlNotLessOrEqual, call, "%s may only be called at PASSIVE_LEVEL, not %s", call,
            IrqlName(CurrentIrql()));
     return false;
+}
+
+// ---- the identity of an interface (netioapi.h, one place): its LUID and its alias, both from its IfIndex ----
+NET_LUID LuidOf(NET_IFINDEX index) {
+    NET_LUID luid;
+    luid.Value = 0;
+    luid.Info.NetLuidIndex = index;
+    luid.Info.IfType = IF_TYPE_ETHERNET_CSMACD;
+    return luid;
+}
+std::wstring AliasOf(NET_IFINDEX index) {
+    return L"softndk " + std::to_wstring(index);
+}
+bool Registered(NET_IFINDEX index) {
+    State& state = Wsk();
+    std::lock_guard lock(state.mutex);
+    return state.interfaces.count(index) != 0;
+}
+// The index of a registered interface's LUID; NET_IFINDEX_UNSPECIFIED for any other value.
+NET_IFINDEX IndexOf(const NET_LUID& luid) {
+    const auto index = static_cast<NET_IFINDEX>(luid.Info.NetLuidIndex);
+    if (!Registered(index) || LuidOf(index).Value != luid.Value) return NET_IFINDEX_UNSPECIFIED;
+    return index;
 }
 
 NTSTATUS WSKAPI OpenNdkAdapter(PWSK_CLIENT Client, NDK_VERSION NdkVersion, NET_IFINDEX IfIndex,
@@ -352,8 +376,7 @@ NTSTATUS GetUnicastIpAddressTable(ADDRESS_FAMILY Family, PMIB_UNICASTIPADDRESS_T
                 MIB_UNICASTIPADDRESS_ROW row{};
                 row.Address = address;
                 row.InterfaceIndex = index;
-                row.InterfaceLuid.Info.NetLuidIndex = index;
-                row.InterfaceLuid.Info.IfType = IF_TYPE_ETHERNET_CSMACD;
+                row.InterfaceLuid = LuidOf(index);
                 row.PrefixOrigin = IpPrefixOriginManual;
                 row.SuffixOrigin = IpSuffixOriginManual;
                 row.ValidLifetime = row.PreferredLifetime = 0xffffffff;
@@ -380,24 +403,44 @@ VOID FreeMibTable(PVOID Memory) {
 NTSTATUS ConvertInterfaceIndexToLuid(NET_IFINDEX InterfaceIndex, PNET_LUID InterfaceLuid) {
     if (InterfaceLuid == nullptr) return STATUS_INVALID_PARAMETER;
     SoftNdkKmConfigureFromEnvironment();
-    State& state = Wsk();
-    std::lock_guard lock(state.mutex);
-    if (state.interfaces.count(InterfaceIndex) == 0) return STATUS_NOT_FOUND;
-    InterfaceLuid->Value = 0;
-    InterfaceLuid->Info.NetLuidIndex = InterfaceIndex;
-    InterfaceLuid->Info.IfType = IF_TYPE_ETHERNET_CSMACD;
+    if (!Registered(InterfaceIndex)) return STATUS_NOT_FOUND;
+    *InterfaceLuid = LuidOf(InterfaceIndex);
     return STATUS_SUCCESS;
 }
 
 NTSTATUS ConvertInterfaceLuidToIndex(const NET_LUID* InterfaceLuid, PNET_IFINDEX InterfaceIndex) {
     if (InterfaceLuid == nullptr || InterfaceIndex == nullptr) return STATUS_INVALID_PARAMETER;
     SoftNdkKmConfigureFromEnvironment();
-    const NET_IFINDEX index = static_cast<NET_IFINDEX>(InterfaceLuid->Info.NetLuidIndex);
-    State& state = Wsk();
-    std::lock_guard lock(state.mutex);
-    if (state.interfaces.count(index) == 0) return STATUS_NOT_FOUND;
+    const NET_IFINDEX index = IndexOf(*InterfaceLuid);
+    if (index == NET_IFINDEX_UNSPECIFIED) return STATUS_NOT_FOUND;
     *InterfaceIndex = index;
     return STATUS_SUCCESS;
+}
+
+// Issue 19 §1: the alias names the interface by its index ("softndk 1"); a LUID that names no registered
+// interface is an invalid parameter, as on Windows.
+NTSTATUS ConvertInterfaceLuidToAlias(const NET_LUID* InterfaceLuid, PWSTR InterfaceAlias, SIZE_T Length) {
+    if (InterfaceLuid == nullptr || InterfaceAlias == nullptr) return STATUS_INVALID_PARAMETER;
+    SoftNdkKmConfigureFromEnvironment();
+    const NET_IFINDEX index = IndexOf(*InterfaceLuid);
+    if (index == NET_IFINDEX_UNSPECIFIED) return STATUS_INVALID_PARAMETER;
+    const std::wstring alias = AliasOf(index);
+    if (Length < alias.size() + 1) return STATUS_NO_MEMORY;
+    std::wmemcpy(InterfaceAlias, alias.c_str(), alias.size() + 1);
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS ConvertInterfaceAliasToLuid(PCWSTR InterfaceAlias, PNET_LUID InterfaceLuid) {
+    if (InterfaceAlias == nullptr || InterfaceLuid == nullptr) return STATUS_INVALID_PARAMETER;
+    SoftNdkKmConfigureFromEnvironment();
+    State& state = Wsk();
+    std::lock_guard lock(state.mutex);
+    for (const auto& entry : state.interfaces) {
+        if (AliasOf(entry.first) != InterfaceAlias) continue;
+        *InterfaceLuid = LuidOf(entry.first);
+        return STATUS_SUCCESS;
+    }
+    return STATUS_INVALID_PARAMETER;
 }
 
 }  // extern "C"

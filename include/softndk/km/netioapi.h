@@ -1,37 +1,17 @@
-/* softndk kernel layer — netioapi.h: interface indexes and the unicast address table, so a driver can find the
- * IfIndex of an address before WskOpenNdkAdapter (issue 9 §2). The interfaces are softndk's registered NDK
+/* softndk kernel layer — netioapi.h: interface indexes, LUIDs, aliases and the unicast address table, so a driver can
+ * find the IfIndex of an address before WskOpenNdkAdapter (issue 9 §2). The interfaces are softndk's registered NDK
  * interfaces (softndk_km.h); the table lists their local addresses. */
 #ifndef SOFTNDK_KM_NETIOAPI_H
 #define SOFTNDK_KM_NETIOAPI_H
 
+#include <softndk/km/ifdef.h>
+#include <softndk/km/ipifcons.h>
+#include <softndk/km/nldef.h>
 #include <softndk/km/wdm.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef ULONG NET_IFINDEX, *PNET_IFINDEX;
-typedef USHORT NET_IFTYPE;
-#define NET_IFINDEX_UNSPECIFIED ((NET_IFINDEX)0)
-typedef union _NET_LUID_LH {
-    ULONG64 Value;
-    struct {
-        ULONG64 Reserved : 24;
-        ULONG64 NetLuidIndex : 24;
-        ULONG64 IfType : 16;
-    } Info;
-} NET_LUID_LH, *PNET_LUID_LH, NET_LUID, *PNET_LUID, IF_LUID, *PIF_LUID;
-#define IF_TYPE_ETHERNET_CSMACD 6
-
-typedef enum { IpPrefixOriginOther = 0, IpPrefixOriginManual, IpPrefixOriginWellKnown } NL_PREFIX_ORIGIN;
-typedef enum { IpSuffixOriginOther = 0, IpSuffixOriginManual, IpSuffixOriginWellKnown } NL_SUFFIX_ORIGIN;
-typedef enum {
-    IpDadStateInvalid = 0,
-    IpDadStateTentative,
-    IpDadStateDuplicate,
-    IpDadStateDeprecated,
-    IpDadStatePreferred
-} NL_DAD_STATE;
 
 typedef struct _MIB_UNICASTIPADDRESS_ROW {
     SOCKADDR_INET Address;
@@ -57,6 +37,11 @@ SOFTNDK_KM_API NTSTATUS GetUnicastIpAddressTable(ADDRESS_FAMILY Family, PMIB_UNI
 SOFTNDK_KM_API VOID FreeMibTable(PVOID Memory);
 SOFTNDK_KM_API NTSTATUS ConvertInterfaceIndexToLuid(NET_IFINDEX InterfaceIndex, PNET_LUID InterfaceLuid);
 SOFTNDK_KM_API NTSTATUS ConvertInterfaceLuidToIndex(const NET_LUID* InterfaceLuid, PNET_IFINDEX InterfaceIndex);
+/* Interface names (issue 19 §1). The alias of a softndk interface is "softndk IfIndex" (e.g. L"softndk 1");
+ * Length counts characters including the NUL. STATUS_INVALID_PARAMETER for a NULL pointer or an unknown LUID,
+ * STATUS_NO_MEMORY when the alias and its NUL do not fit (Microsoft: "not enough storage"). */
+SOFTNDK_KM_API NTSTATUS ConvertInterfaceLuidToAlias(const NET_LUID* InterfaceLuid, PWSTR InterfaceAlias, SIZE_T Length);
+SOFTNDK_KM_API NTSTATUS ConvertInterfaceAliasToLuid(PCWSTR InterfaceAlias, PNET_LUID InterfaceLuid);
 
 #ifdef __cplusplus
 }

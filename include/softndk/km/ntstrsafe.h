@@ -84,7 +84,8 @@ static inline NTSTATUS RtlStringCbCopyW(PWSTR Dest, size_t Cb, PCWSTR Src) {
 }
 static inline NTSTATUS RtlStringCchLengthA(PCSTR Psz, size_t CchMax, size_t* Length) {
     if (Psz == NULL || CchMax > NTSTRSAFE_MAX_CCH) return STATUS_INVALID_PARAMETER;
-    size_t n = strnlen(Psz, CchMax);
+    size_t n = 0; /* strnlen is POSIX, not C11 (issue 19 §1: the header compiles as strict C11) */
+    while (n < CchMax && Psz[n] != '\0') ++n;
     if (Length != NULL) *Length = n == CchMax ? 0 : n;
     return n == CchMax ? STATUS_INVALID_PARAMETER : STATUS_SUCCESS;
 }
@@ -93,7 +94,8 @@ static inline NTSTATUS RtlStringCbLengthA(PCSTR Psz, size_t CbMax, size_t* Lengt
 }
 static inline NTSTATUS RtlStringCchLengthW(PCWSTR Psz, size_t CchMax, size_t* Length) {
     if (Psz == NULL || CchMax > NTSTRSAFE_MAX_CCH) return STATUS_INVALID_PARAMETER;
-    size_t n = wcsnlen(Psz, CchMax);
+    size_t n = 0;
+    while (n < CchMax && Psz[n] != L'\0') ++n;
     if (Length != NULL) *Length = n == CchMax ? 0 : n;
     return n == CchMax ? STATUS_INVALID_PARAMETER : STATUS_SUCCESS;
 }
@@ -105,7 +107,8 @@ static inline NTSTATUS RtlStringCbLengthW(PCWSTR Psz, size_t CbMax, size_t* Leng
 }
 static inline NTSTATUS RtlStringCchCatA(PSTR Dest, size_t Cch, PCSTR Src) {
     if (Dest == NULL || Cch == 0 || Cch > NTSTRSAFE_MAX_CCH) return STATUS_INVALID_PARAMETER;
-    size_t used = strnlen(Dest, Cch);
+    size_t used = 0;
+    while (used < Cch && Dest[used] != '\0') ++used;
     if (used == Cch) return STATUS_INVALID_PARAMETER;
     return RtlStringCchCopyA(Dest + used, Cch - used, Src);
 }

@@ -60,6 +60,7 @@ typedef struct _SOFTNDK_KM_STATISTICS {
     ULONG DpcsQueued;
     ULONG DeviceObjects;
     ULONG RegistryKeysOpen; /* ZwOpenKey handles not closed */
+    ULONG SymbolicLinks;    /* IoCreateSymbolicLink names not deleted (issue 19 §1) */
 } SOFTNDK_KM_STATISTICS;
 SOFTNDK_KM_API VOID SoftNdkKmGetStatistics(SOFTNDK_KM_STATISTICS* Statistics);
 /* Prints outstanding pool by tag and every other leak to stderr; returns the number of leaked things. */

@@ -530,17 +530,51 @@ SOFTNDK_KM_API VOID SoftNdkKmMmBuildMdlForNonPagedPool(PMDL MemoryDescriptorList
 #define MmPrepareMdlForReuse(Mdl) SoftNdkKmMmPrepareMdlForReuse(Mdl)
 #define MmBuildMdlForNonPagedPool(Mdl) SoftNdkKmMmBuildMdlForNonPagedPool(Mdl)
 
-/* ---- driver and device objects: DriverEntry / DriverUnload and work-item owners, no IRP dispatch ---- */
+/* ---- driver and device objects: DriverEntry / DriverUnload, work-item owners, IRP dispatch (issue 19 §1) ---- */
 #define IRP_MJ_CREATE 0x00
+#define IRP_MJ_CREATE_NAMED_PIPE 0x01
 #define IRP_MJ_CLOSE 0x02
 #define IRP_MJ_READ 0x03
 #define IRP_MJ_WRITE 0x04
+#define IRP_MJ_QUERY_INFORMATION 0x05
+#define IRP_MJ_SET_INFORMATION 0x06
+#define IRP_MJ_QUERY_EA 0x07
+#define IRP_MJ_SET_EA 0x08
+#define IRP_MJ_FLUSH_BUFFERS 0x09
+#define IRP_MJ_QUERY_VOLUME_INFORMATION 0x0a
+#define IRP_MJ_SET_VOLUME_INFORMATION 0x0b
+#define IRP_MJ_DIRECTORY_CONTROL 0x0c
+#define IRP_MJ_FILE_SYSTEM_CONTROL 0x0d
 #define IRP_MJ_DEVICE_CONTROL 0x0e
 #define IRP_MJ_INTERNAL_DEVICE_CONTROL 0x0f
+#define IRP_MJ_SCSI IRP_MJ_INTERNAL_DEVICE_CONTROL
 #define IRP_MJ_SHUTDOWN 0x10
+#define IRP_MJ_LOCK_CONTROL 0x11
 #define IRP_MJ_CLEANUP 0x12
+#define IRP_MJ_CREATE_MAILSLOT 0x13
+#define IRP_MJ_QUERY_SECURITY 0x14
+#define IRP_MJ_SET_SECURITY 0x15
+#define IRP_MJ_POWER 0x16
+#define IRP_MJ_SYSTEM_CONTROL 0x17
+#define IRP_MJ_DEVICE_CHANGE 0x18
+#define IRP_MJ_QUERY_QUOTA 0x19
+#define IRP_MJ_SET_QUOTA 0x1a
 #define IRP_MJ_PNP 0x1b
+#define IRP_MJ_PNP_POWER IRP_MJ_PNP
 #define IRP_MJ_MAXIMUM_FUNCTION 0x1b
+typedef ULONG DEVICE_TYPE;
+#define CTL_CODE(DeviceType, Function, Method, Access) \
+    (((DeviceType) << 16) | ((Access) << 14) | ((Function) << 2) | (Method))
+#define DEVICE_TYPE_FROM_CTL_CODE(ctrlCode) (((ULONG)(ctrlCode & 0xffff0000)) >> 16)
+#define METHOD_FROM_CTL_CODE(ctrlCode) ((ULONG)(ctrlCode & 3))
+#define METHOD_BUFFERED 0
+#define METHOD_IN_DIRECT 1
+#define METHOD_OUT_DIRECT 2
+#define METHOD_NEITHER 3
+#define FILE_ANY_ACCESS 0
+#define FILE_SPECIAL_ACCESS (FILE_ANY_ACCESS)
+#define FILE_READ_ACCESS (0x0001)
+#define FILE_WRITE_ACCESS (0x0002)
 #define FILE_DEVICE_NETWORK 0x00000012
 #define FILE_DEVICE_UNKNOWN 0x00000022
 #define FILE_DEVICE_TRANSPORT 0x00000021
@@ -591,10 +625,167 @@ typedef struct _DEVICE_OBJECT {
     ULONG DeviceType;
     CCHAR StackSize;
 } DEVICE_OBJECT, *PDEVICE_OBJECT;
+/* ---- IRPs (issue 19 §1): the I/O status block, stack locations, dispatch and completion ----
+ * The layout follows the WDK's field names (not its offsets). An IRP comes from IoAllocateIrp; IoCallDriver
+ * moves to the next stack location and calls DriverObject->MajorFunction[], where an empty entry completes the
+ * IRP with STATUS_INVALID_DEVICE_REQUEST as the I/O manager's default does. IoCompleteRequest runs the
+ * completion routines from the current location up (STATUS_MORE_PROCESSING_REQUIRED stops it), then copies
+ * IoStatus to UserIosb and sets UserEvent; the IRP stays its allocator's until IoFreeIrp. Completing an IRP
+ * twice or with STATUS_PENDING is a Verifier report (bug checks 0x44 and 0xC9). */
+#define POINTER_ALIGNMENT DECLSPEC_ALIGN(8)
+#define IO_TYPE_IRP 6
+#define STATUS_MORE_PROCESSING_REQUIRED ((NTSTATUS)0xC0000016L)
+#define SL_PENDING_RETURNED 0x01
+#define SL_ERROR_RETURNED 0x02
+#define SL_INVOKE_ON_CANCEL 0x20
+#define SL_INVOKE_ON_SUCCESS 0x40
+#define SL_INVOKE_ON_ERROR 0x80
+typedef struct _IO_STATUS_BLOCK {
+    union {
+        NTSTATUS Status;
+        PVOID Pointer;
+    };
+    ULONG_PTR Information;
+} IO_STATUS_BLOCK, *PIO_STATUS_BLOCK;
+typedef NTSTATUS IO_COMPLETION_ROUTINE(PDEVICE_OBJECT DeviceObject, PIRP Irp, PVOID Context);
+typedef IO_COMPLETION_ROUTINE* PIO_COMPLETION_ROUTINE;
+typedef struct _IO_STACK_LOCATION {
+    UCHAR MajorFunction;
+    UCHAR MinorFunction;
+    UCHAR Flags;
+    UCHAR Control;
+    union {
+        struct {
+            PVOID SecurityContext;
+            ULONG Options;
+            USHORT POINTER_ALIGNMENT FileAttributes;
+            USHORT ShareAccess;
+            ULONG POINTER_ALIGNMENT EaLength;
+        } Create;
+        struct {
+            ULONG Length;
+            ULONG POINTER_ALIGNMENT Key;
+            LARGE_INTEGER ByteOffset;
+        } Read;
+        struct {
+            ULONG Length;
+            ULONG POINTER_ALIGNMENT Key;
+            LARGE_INTEGER ByteOffset;
+        } Write;
+        struct {
+            ULONG OutputBufferLength;
+            ULONG POINTER_ALIGNMENT InputBufferLength;
+            ULONG POINTER_ALIGNMENT IoControlCode;
+            PVOID Type3InputBuffer;
+        } DeviceIoControl;
+        struct {
+            PVOID Argument1;
+            PVOID Argument2;
+            PVOID Argument3;
+            PVOID Argument4;
+        } Others;
+    } Parameters;
+    PDEVICE_OBJECT DeviceObject;
+    struct _FILE_OBJECT* FileObject;
+    PIO_COMPLETION_ROUTINE CompletionRoutine;
+    PVOID Context;
+} IO_STACK_LOCATION, *PIO_STACK_LOCATION;
+typedef VOID DRIVER_CANCEL(PDEVICE_OBJECT DeviceObject, PIRP Irp);
+typedef DRIVER_CANCEL* PDRIVER_CANCEL;
+struct _IRP {
+    CSHORT Type;
+    USHORT Size;
+    PMDL MdlAddress;
+    ULONG Flags;
+    union {
+        struct _IRP* MasterIrp;
+        volatile LONG IrpCount;
+        PVOID SystemBuffer;
+    } AssociatedIrp;
+    LIST_ENTRY ThreadListEntry;
+    IO_STATUS_BLOCK IoStatus;
+    KPROCESSOR_MODE RequestorMode;
+    BOOLEAN PendingReturned;
+    CHAR StackCount;
+    CHAR CurrentLocation; /* StackCount + 1 while no driver holds the IRP */
+    BOOLEAN Cancel;
+    KIRQL CancelIrql;
+    CCHAR ApcEnvironment;
+    UCHAR AllocationFlags;
+    PIO_STATUS_BLOCK UserIosb;
+    PKEVENT UserEvent;
+    union {
+        struct {
+            PVOID UserApcRoutine;
+            PVOID UserApcContext;
+        } AsynchronousParameters;
+        LARGE_INTEGER AllocationSize;
+    } Overlay;
+    volatile PDRIVER_CANCEL CancelRoutine;
+    PVOID UserBuffer;
+    union {
+        struct {
+            PVOID DriverContext[4];
+            PETHREAD Thread;
+            PCHAR AuxiliaryBuffer;
+            LIST_ENTRY ListEntry;
+            struct _IO_STACK_LOCATION* CurrentStackLocation;
+            struct _FILE_OBJECT* OriginalFileObject;
+        } Overlay;
+    } Tail;
+};
+typedef struct _IRP IRP;
+#define IoSizeOfIrp(StackSize) ((USHORT)(sizeof(IRP) + ((StackSize) * (sizeof(IO_STACK_LOCATION)))))
+FORCEINLINE PIO_STACK_LOCATION IoGetCurrentIrpStackLocation(PIRP Irp) {
+    return Irp->Tail.Overlay.CurrentStackLocation;
+}
+FORCEINLINE PIO_STACK_LOCATION IoGetNextIrpStackLocation(PIRP Irp) {
+    return Irp->Tail.Overlay.CurrentStackLocation - 1;
+}
+FORCEINLINE VOID IoSetNextIrpStackLocation(PIRP Irp) {
+    Irp->CurrentLocation--;
+    Irp->Tail.Overlay.CurrentStackLocation--;
+}
+FORCEINLINE VOID IoSkipCurrentIrpStackLocation(PIRP Irp) {
+    Irp->CurrentLocation++;
+    Irp->Tail.Overlay.CurrentStackLocation++;
+}
+FORCEINLINE VOID IoCopyCurrentIrpStackLocationToNext(PIRP Irp) {
+    PIO_STACK_LOCATION current = IoGetCurrentIrpStackLocation(Irp), next = IoGetNextIrpStackLocation(Irp);
+    memcpy(next, current, offsetof(IO_STACK_LOCATION, CompletionRoutine));
+    next->Control = 0;
+}
+FORCEINLINE VOID IoMarkIrpPending(PIRP Irp) {
+    IoGetCurrentIrpStackLocation(Irp)->Control |= SL_PENDING_RETURNED;
+}
+FORCEINLINE VOID IoSetCompletionRoutine(PIRP Irp, PIO_COMPLETION_ROUTINE CompletionRoutine, PVOID Context,
+                                        BOOLEAN InvokeOnSuccess, BOOLEAN InvokeOnError, BOOLEAN InvokeOnCancel) {
+    PIO_STACK_LOCATION next = IoGetNextIrpStackLocation(Irp);
+    next->CompletionRoutine = CompletionRoutine;
+    next->Context = Context;
+    next->Control = 0;
+    if (InvokeOnSuccess) next->Control = SL_INVOKE_ON_SUCCESS;
+    if (InvokeOnError) next->Control |= SL_INVOKE_ON_ERROR;
+    if (InvokeOnCancel) next->Control |= SL_INVOKE_ON_CANCEL;
+}
+/* StackSize 1 … 32; NULL when out of range or out of pool. ChargeQuota is ignored. */
+SOFTNDK_KM_API PIRP IoAllocateIrp(CCHAR StackSize, BOOLEAN ChargeQuota);
+SOFTNDK_KM_API VOID IoFreeIrp(PIRP Irp);
+SOFTNDK_KM_API VOID IoReuseIrp(PIRP Irp, NTSTATUS Iostatus);
+SOFTNDK_KM_API NTSTATUS IofCallDriver(PDEVICE_OBJECT DeviceObject, PIRP Irp);
+SOFTNDK_KM_API VOID IofCompleteRequest(PIRP Irp, CCHAR PriorityBoost);
+#define IoCallDriver(DeviceObject, Irp) IofCallDriver((DeviceObject), (Irp))
+#define IoCompleteRequest(Irp, PriorityBoost) IofCompleteRequest((Irp), (PriorityBoost))
+
 SOFTNDK_KM_API NTSTATUS IoCreateDevice(PDRIVER_OBJECT DriverObject, ULONG DeviceExtensionSize,
                                        PUNICODE_STRING DeviceName, ULONG DeviceType, ULONG DeviceCharacteristics,
                                        BOOLEAN Exclusive, PDEVICE_OBJECT* DeviceObject);
 SOFTNDK_KM_API VOID IoDeleteDevice(PDEVICE_OBJECT DeviceObject);
+/* A name table (issue 19 §1): STATUS_OBJECT_NAME_COLLISION for a link that exists, STATUS_OBJECT_NAME_NOT_FOUND
+ * for deleting one that does not, STATUS_INVALID_PARAMETER for an empty name. Names compare case-insensitively;
+ * nothing opens them (there is no user mode). A link not deleted is a leak. */
+SOFTNDK_KM_API NTSTATUS IoCreateSymbolicLink(PUNICODE_STRING SymbolicLinkName, PUNICODE_STRING DeviceName);
+SOFTNDK_KM_API NTSTATUS IoDeleteSymbolicLink(PUNICODE_STRING SymbolicLinkName);
 
 /* ---- work items on a real worker pool (PASSIVE_LEVEL) ---- */
 typedef enum _WORK_QUEUE_TYPE {
