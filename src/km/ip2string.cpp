@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "km/km_internal.h"
 
@@ -112,15 +113,19 @@ std::string Ipv4ExText(const IN_ADDR* address, USHORT port) {
     char text[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, address, text, sizeof(text));
     std::string out(text);
-    if (port != 0) out += ":" + std::to_string(ntohs(port));
+    if (port != 0) out.append(":").append(std::to_string(ntohs(port)));  // append: gcc 12 -O3 -Wrestrict
     return out;
 }
 std::string Ipv6ExText(const IN6_ADDR* address, ULONG scope_id, USHORT port) {
     char text[INET6_ADDRSTRLEN];
     inet_ntop(AF_INET6, address, text, sizeof(text));
     std::string out(text);
-    if (scope_id != 0) out += "%" + std::to_string(scope_id);
-    if (port != 0) out = "[" + out + "]:" + std::to_string(ntohs(port));
+    if (scope_id != 0) out.append("%").append(std::to_string(scope_id));  // append: gcc 12 -O3 -Wrestrict
+    if (port != 0) {
+        std::string bracketed("[");
+        bracketed.append(out).append("]:").append(std::to_string(ntohs(port)));
+        out = std::move(bracketed);
+    }
     return out;
 }
 // Copies text and its NUL when *length (characters) has room; else STATUS_INVALID_PARAMETER and the room needed.
