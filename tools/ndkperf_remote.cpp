@@ -250,7 +250,17 @@ private:
         rusage before{}, after{};
         getrusage(RUSAGE_SELF, &before);
         const auto start = Clock::now();
-        usleep(static_cast<useconds_t>(seconds * 1e6));
+        // The wait ends early when the connection does (issue 18 §2: an idle connection whose server vanished is
+        // noticed by keepalive, SOFTNDK_PEER_STALL_TIMEOUT_MS).
+        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds && !g_client_disconnected)
+            usleep(20000);
+        if (g_client_disconnected) {
+            std::fprintf(stderr,
+                         "ndkperf: the connection ended while idle, %.1f s in: the server disconnected or vanished "
+                         "(its disconnect event)\n",
+                         std::chrono::duration<double>(Clock::now() - start).count());
+            std::exit(1);
+        }
         getrusage(RUSAGE_SELF, &after);
         auto cpu = [](const rusage& usage) {
             return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +

@@ -7,10 +7,9 @@
 #include <new>
 
 #include "api/cm_objects.h"
+#include "cm/wire_channel.h"
 
 namespace softndk::api {
-
-ConnectorObject* MakePassiveConnector(ListenerObject* listener, std::shared_ptr<Connection> connection);
 
 bool AdapterOwnsAddress(const AdapterObject& adapter, const cm::Endpoint& endpoint, bool allow_wildcard) {
     if (endpoint.wildcard()) return allow_wildcard;
@@ -29,8 +28,11 @@ bool AdapterOwnsAddress(const AdapterObject& adapter, const cm::Endpoint& endpoi
 bool ListenerObject::Target::Offer(void* request) {
     ListenerObject* listener = owner_;
     if (listener->paused.load() || listener->lifetime.closing()) return false;
-    auto connection = *static_cast<std::shared_ptr<Connection>*>(request);
-    ConnectorObject* connector = MakePassiveConnector(listener, connection);
+    const auto& in_process = *static_cast<const cm::InProcessRequest*>(request);
+    std::unique_ptr<cm::PeerChannel> channel = cm::TakeInProcessRequest(in_process, InProcessEndOf(*listener->adapter));
+    ConnectorObject* connector = MakePassiveConnector(
+        listener,
+        cm::ConnectionSide::MakePassive(SideSettingsOf(*listener->adapter), in_process.request, std::move(channel)));
     if (connector == nullptr) return false;
     listener->lifetime.AddRef();
     listener->adapter->executor->Post([listener, connector] {
@@ -52,6 +54,37 @@ bool ListenerObject::Target::Offer(void* request) {
 namespace {
 
 using engine::ProviderFunction;
+
+// A listener's real port took a connection whose MPA Request is in (on its lane): the connect event, as for a
+// peer in this process (CM-15), unless the listener is paused or closing (CM-16, CM-23).
+void OfferWireConnection(ListenerObject* listener, std::shared_ptr<transport::TcpConnection> tcp) {
+    if (listener->paused.load() || listener->lifetime.closing() || !listener->lifetime.TryAddRef()) {
+        tcp->Reject({});
+        return;
+    }
+    cm::PeerAnswer request;
+    std::unique_ptr<cm::PeerChannel> channel = cm::TakeWireRequest(tcp, listener->adapter->mpa_crc, &request);
+    ConnectorObject* connector = MakePassiveConnector(
+        listener,
+        cm::ConnectionSide::MakePassive(SideSettingsOf(*listener->adapter), std::move(request), std::move(channel)));
+    if (connector == nullptr) {
+        tcp->Reject({});
+        listener->lifetime.Release();
+        return;
+    }
+    listener->adapter->executor->Post([listener, connector] {
+        bool closed;
+        {
+            std::lock_guard lock(listener->mutex);
+            closed = listener->closed;
+        }
+        if (closed)
+            connector->lifetime.Close(nullptr, nullptr);  // CM-23: refused (its teardown rejects)
+        else
+            listener->connect_event(listener->connect_context, &connector->ndk);
+        listener->lifetime.Release();
+    });
+}
 
 // The endpoint in this process's fabric and, unless the adapter is in-process only, a real TCP port on the same
 // address for peers in other processes (issue 7 §4). Port 0: the kernel picks the real port, the fabric takes the

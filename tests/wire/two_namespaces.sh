@@ -105,6 +105,41 @@ if ! in_a timeout 60 "$ndkperf" --client -a "$prefix.2" -p "$port" --test write 
 fi
 wait "$server_pid" || { echo "the server failed after the Quit:"; cat "$log/vanish-server"; exit 1; }
 
+echo "== an idle connection whose peer vanishes: keepalive alone notices it, on both sides"
+# Issue 18 §2: no request is outstanding either way, so only the kernel's probes (keepalive after a third of
+# SOFTNDK_PEER_STALL_TIMEOUT_MS, TCP_USER_TIMEOUT at it) can tell. Each side must end the connection within the
+# timeout (3 s) plus a margin, and the server stays up.
+port=$((20000 + RANDOM % 20000))
+in_b env SOFTNDK_PEER_STALL_TIMEOUT_MS=3000 "$ndkperf" --server -a "$prefix.2" -p "$port" --max-size 65536 \
+    >"$log/idle-server" 2>&1 &
+server_pid=$!
+for _ in $(seq 50); do grep -q "listening" "$log/idle-server" 2>/dev/null && break; sleep 0.1; done
+in_a env SOFTNDK_PEER_STALL_TIMEOUT_MS=3000 timeout 60 "$ndkperf" --client -a "$prefix.2" -p "$port" --test write \
+    --sizes 4096 --seconds 0.1 --idle 30 >"$log/idle-client" 2>&1 &
+client_pid=$!
+sleep 2
+ip -n "$b" link set "$veth_b" down
+down_at=$SECONDS
+client_status=0
+wait "$client_pid" || client_status=$?
+client_took=$((SECONDS - down_at))
+echo "idle client: exit $client_status, $client_took s after the link went down: $(grep -m1 "ended while idle" \
+    "$log/idle-client" || true)"
+if ! grep -q "ended while idle" "$log/idle-client" || [ "$client_took" -gt 9 ]; then
+    echo "the idle client did not notice the vanished server within 3 s (+6 s margin):"; cat "$log/idle-client"; exit 1
+fi
+for _ in $(seq 90); do grep -qE "(left without a Quit|dropped client)" "$log/idle-server" && break; sleep 0.1; done
+server_took=$((SECONDS - down_at))
+if ! grep -qE "(left without a Quit|dropped client)" "$log/idle-server" || [ "$server_took" -gt 9 ]; then
+    echo "the idle server did not notice the vanished client within 3 s (+6 s margin):"; cat "$log/idle-server"; exit 1
+fi
+echo "idle server: $server_took s after the link went down: $(grep -m1 -E "left without|dropped" "$log/idle-server")"
+kill -0 "$server_pid" 2>/dev/null || { echo "the server ended with its idle client:"; cat "$log/idle-server"; exit 1; }
+kill "$server_pid" 2>/dev/null || true
+wait "$server_pid" 2>/dev/null || true
+ip -n "$b" link set "$veth_b" up
+for _ in $(seq 50); do ip netns exec "$a" ping -c1 -W1 "$prefix.2" >/dev/null 2>&1 && break; sleep 0.1; done
+
 echo "== an adapter bound to $veth_a does not own loopback: listening there fails"
 if in_a "$ndkping" --server -a 127.0.0.1 -p "$port" >"$log/refused" 2>&1; then
     echo "listening on an address the adapter does not own succeeded"; exit 1
