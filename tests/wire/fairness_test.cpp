@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "support/connected_pair.h"
+#include "wire/crafted_peer.h"
 
 namespace softndk::test {
 namespace {
@@ -102,6 +102,77 @@ TEST_F(FairnessTest, WIRE_ABulkReadDoesNotStarveAnotherConnectionsRoundTrip) {
     for (NDK_CONNECTOR* connector : {second.active, second.passive}) Close(&connector->Header);
     for (NDK_QP* qp : {qp_a2, qp_b2}) Close(&qp->Header);
     for (NDK_CQ* cq : {cq_a2, cq_b2}) Close(&cq->Header);
+    Close(&source_mr->Header);
+    Close(&sink_mr->Header);
+}
+
+// The same bound against a peer that never lets the socket go dry: a raw peer floods 8 B tagged Writes (valid,
+// so the connection lives) from its own thread, faster than softndk can place them, while a second connection on
+// the same progress lane times 64 B Read round trips. A lane that read one socket for as long as it had bytes
+// would never come back to the second connection while the flood lasts (2 s); the lane reads at most 64 FPDU
+// rounds per turn. Bound: at least 10 round trips during the flood, none longer than a quarter of it.
+class FloodFairnessTest : public CraftedPacketTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        CraftedPacketTest::Customize(config);
+        config.ProgressThreads = 1;
+    }
+};
+
+TEST_F(FloodFairnessTest, WIRE_APeerFloodingSmallWritesDoesNotStarveAnotherConnectionsRoundTrip) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    std::vector<uint8_t> burst;
+    for (int i = 0; i < 16384; ++i) {
+        const std::vector<uint8_t> fpdu = WriteFpdu(Token(), Base() + 8 * (i % 64), 8);
+        burst.insert(burst.end(), fpdu.begin(), fpdu.end());
+    }
+    timeval send_timeout{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> flooded{0};
+    constexpr auto kFlood = std::chrono::seconds(2);
+    const auto flood_start = Clock::now();
+    std::thread flood([&] {
+        while (!stop.load() && Clock::now() - flood_start < kFlood) {
+            const ssize_t sent = ::send(fd_, burst.data(), burst.size(), MSG_NOSIGNAL);
+            if (sent <= 0) break;
+            flooded += static_cast<uint64_t>(sent);
+        }
+    });
+
+    LockedBuffer source(1), sink(1);
+    NDK_MR* source_mr = CreateMr(false, pd_b_);
+    NDK_MR* sink_mr = CreateMr(false);
+    ASSERT_EQ(Register(source_mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
+    ASSERT_EQ(Register(sink_mr, sink.mdl(), sink.bytes(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE), STATUS_SUCCESS);
+    const UINT32 token = source_mr->Dispatch->NdkGetRemoteTokenFromMr(source_mr);
+    std::vector<double> round_trips_ms;
+    while (Clock::now() - flood_start < kFlood) {
+        NDK_SGE sge = Sge(sink_mr, sink.data(), 64);
+        const auto start = Clock::now();
+        ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sge, 1, RemoteAddress(source), token, 0), STATUS_SUCCESS);
+        NDK_RESULT_EX result{};
+        while (cq_a_->Dispatch->NdkGetCqResultsEx(cq_a_, &result, 1) == 0) {
+            if (Clock::now() - start > std::chrono::seconds(10)) break;
+            std::this_thread::sleep_for(std::chrono::microseconds(100));  // the core goes to the flood
+        }
+        ASSERT_EQ(result.Status, STATUS_SUCCESS);
+        round_trips_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    stop = true;
+    flood.join();
+    const double flood_ms = std::chrono::duration<double, std::milli>(kFlood).count();
+    ASSERT_FALSE(round_trips_ms.empty());
+    std::sort(round_trips_ms.begin(), round_trips_ms.end());
+    std::printf(
+        "a raw peer flooded %.0f MiB of 8 B Writes for %.0f ms; meanwhile %zu 64 B Read round trips on the same lane: "
+        "median %.2f ms, p99 %.2f ms, max %.2f ms\n",
+        static_cast<double>(flooded.load()) / (1 << 20), flood_ms, round_trips_ms.size(),
+        round_trips_ms[round_trips_ms.size() / 2], round_trips_ms[round_trips_ms.size() * 99 / 100],
+        round_trips_ms.back());
+    EXPECT_GE(round_trips_ms.size(), 10u) << "round trips completed during the flood";
+    EXPECT_LT(round_trips_ms.back(), flood_ms / 4) << "a round trip waited behind the flood";
+    EXPECT_EQ(disconnects_c_.count, 0) << "the flooding peer's valid Writes ended its connection";
     Close(&source_mr->Header);
     Close(&sink_mr->Header);
 }
