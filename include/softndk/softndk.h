@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 8
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 9
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -109,6 +109,12 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
      * no byte either way for this long while such work is open, has its connection reset, so that it cannot pin
      * registered memory (env SOFTNDK_PEER_STALL_TIMEOUT_MS; default 60000, as DisconnectTimeoutMs; 1 … 3600000). */
     ULONG PeerStallTimeoutMs;
+    /* Version 9 (issue 19 §2, AMB-39): 0 (default): a fast-register MR keeps the tokens read after
+     * NdkInitializeFastRegisterMr across NdkFastRegister / NdkInvalidate cycles, as hardware keeps an MR's key
+     * until the consumer changes it (an invalidated MR still refuses every access until registered again).
+     * 1: the keys change on every NdkFastRegister, so a consumer that reuses an old token fails, and the stale
+     * token is reported with its MR and cycle (env SOFTNDK_ROTATE_FR_KEYS=1). */
+    ULONG RotateFastRegisterKeys;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

@@ -171,6 +171,7 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
         static_cast<uint32_t>(std::min<uint64_t>(adapter->info.MaxRegistrationSize / PAGE_SIZE, UINT32_MAX));
     adapter->limits.read_sink_required =
         (adapter->info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED) == 0;
+    adapter->limits.rotate_fast_register_keys = Config->RotateFastRegisterKeys != 0;
     adapter->local_addresses.assign(Config->LocalAddresses, Config->LocalAddresses + Config->LocalAddressCount);
     if (Config->InterfaceName[0] != 0 || Config->InterfaceIndex != 0) {
         // Issue 7 §4: bound to one interface, the adapter owns exactly its addresses.

@@ -103,6 +103,8 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
         return InvalidParameter("DisconnectTimeoutMs must be 1 … 3600000 (SOFTNDK_DISCONNECT_TIMEOUT_MS)");
     if (config.PeerStallTimeoutMs == 0 || config.PeerStallTimeoutMs > 3600000)
         return InvalidParameter("PeerStallTimeoutMs must be 1 … 3600000 (SOFTNDK_PEER_STALL_TIMEOUT_MS)");
+    if (config.RotateFastRegisterKeys > 1)
+        return InvalidParameter("RotateFastRegisterKeys must be 0 or 1 (SOFTNDK_ROTATE_FR_KEYS)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
         return InvalidParameter("InterfaceName is not NUL-terminated");
     if (std::memchr(config.TracePath, 0, sizeof(config.TracePath)) == nullptr)
@@ -250,6 +252,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         Config->DisconnectTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_PEER_STALL_TIMEOUT_MS"))
         Config->PeerStallTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_ROTATE_FR_KEYS"))
+        Config->RotateFastRegisterKeys = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range

@@ -1,8 +1,27 @@
 #include "mem/access_check.h"
 
+#include <cstdio>
+
+#include "common/last_error.h"
+
 namespace softndk::mem {
 
 namespace {
+
+// Issue 19 §2: with rotating fast-register keys (the opt-in check), a token the MR answered to before its last
+// NdkFastRegister is named, with the MR's slot and cycle, on stderr and in the last-error text.
+void ReportRotatedAway(const TokenTable& table, uint32_t token) {
+    uint32_t cycle = 0;
+    if (!table.RotatedAway(token, &cycle)) return;
+    char text[400];
+    std::snprintf(text, sizeof(text),
+                  "stale token 0x%08X: the fast-register MR of token slot %u answered to it before its registration "
+                  "#%u; its keys change on every NdkFastRegister (RotateFastRegisterKeys, SOFTNDK_ROTATE_FR_KEYS=1). "
+                  "Read NdkGetRemoteTokenFromMr / NdkGetLocalTokenFromMr again after each NdkFastRegister",
+                  token, token >> TokenTable::kKeyBits, cycle);
+    SetLastErrorText("%s", text);
+    std::fprintf(stderr, "softndk: %s\n", text);
+}
 
 AccessError CheckGranted(const TokenTarget& target, const AccessRequest& request) {
     if (target.owner != request.owner) return AccessError::kWrongOwner;
@@ -27,7 +46,10 @@ AccessError CheckGranted(const TokenTarget& target, const AccessRequest& request
 AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRef* grant) {
     grant->Reset();
     // valid: one atomic lookup + reference, taken straight into the caller's grant
-    if (!table.Acquire(request.token, request.kind, grant)) return AccessError::kInvalidToken;
+    if (!table.Acquire(request.token, request.kind, grant)) {
+        ReportRotatedAway(table, request.token);
+        return AccessError::kInvalidToken;
+    }
     const AccessError error = CheckGranted(*grant->target(), request);  // owner, rights, bounds
     if (error != AccessError::kNone) grant->Reset();
     return error;

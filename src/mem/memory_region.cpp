@@ -190,19 +190,20 @@ NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_
     if (!behind_invalidate) {
         const NTSTATUS status = resolve(pages_);
         if (!NT_SUCCESS(status)) return status;
-        PublishFastLocked(layout);
+        PublishFastLocked(layout, limits.rotate_fast_register_keys);
         return STATUS_SUCCESS;
     }
     // Accesses of the old registration still read pages_: the new list waits beside it until they drained.
     std::vector<uint8_t*> pages;
     const NTSTATUS status = resolve(pages);
     if (!NT_SUCCESS(status)) return status;
-    drain_waiters_.push_back([this, layout, pages = std::move(pages), done = will_pend()](NTSTATUS) mutable {
+    drain_waiters_.push_back([this, layout, rotate = limits.rotate_fast_register_keys, pages = std::move(pages),
+                              done = will_pend()](NTSTATUS) mutable {
         {
             std::lock_guard relock(mutex_);
             pages_.swap(pages);
             fast_register_waiting_ = false;
-            PublishFastLocked(layout);
+            PublishFastLocked(layout, rotate);
         }
         done(STATUS_SUCCESS);
     });
@@ -210,13 +211,16 @@ NTSTATUS MemoryRegion::FastRegister(const LogicalAddressSpace& space, const NDK_
     return STATUS_PENDING;
 }
 
-void MemoryRegion::PublishFastLocked(const FastLayout& layout) {
+void MemoryRegion::PublishFastLocked(const FastLayout& layout, bool rotate) {
     target_.base_va = layout.base_va;
     target_.length = layout.length;
     target_.rights = layout.rights;
     target_.page_offset = layout.fbo;
     target_.invalidatable = this;
-    token_pair_ = tokens_.Publish(slot_, &target_, token_pair_);  // FR-19: fresh tokens, findable now
+    // FR-19, AMB-39: findable now; with the tokens read after NdkInitializeFastRegisterMr, as hardware keeps an
+    // MR's key until the consumer changes it, or with fresh ones when the adapter rotates them (opt-in check).
+    token_pair_ =
+        rotate ? tokens_.Publish(slot_, &target_, token_pair_, true) : tokens_.PublishKeepingKeys(slot_, &target_);
     state_ = State::kFastRegistered;
 }
 

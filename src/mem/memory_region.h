@@ -20,6 +20,9 @@ struct RegistrationLimits {
     uint64_t max_registration_size;
     uint32_t max_fast_register_pages;
     bool read_sink_required;  // adapter does not advertise RDMA_READ_SINK_NOT_REQUIRED
+    // Issue 19 §2, AMB-39: a fast-register MR's keys change on every NdkFastRegister (the opt-in check,
+    // SOFTNDK_ROTATE_FR_KEYS=1); by default they stay those read after NdkInitializeFastRegisterMr.
+    bool rotate_fast_register_keys = false;
 };
 
 class LogicalAddressSpace;
@@ -94,8 +97,9 @@ private:
         uint32_t rights;
         ULONG fbo;
     };
-    // Under the lock, with pages_ holding the new page list: publishes it with fresh tokens (FR-19).
-    void PublishFastLocked(const FastLayout& layout);
+    // Under the lock, with pages_ holding the new page list: publishes it (FR-19), with the tokens it had or,
+    // rotating, with fresh ones.
+    void PublishFastLocked(const FastLayout& layout, bool rotate);
 
     TokenTable& tokens_;
     const bool fast_register_;

@@ -84,7 +84,7 @@ NTSTATUS TokenTable::Reserve(uint32_t* index) {
     return STATUS_SUCCESS;
 }
 
-TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avoid) {
+TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avoid, bool remember) {
     Slot* slot = Find(index);
     const uint64_t old = slot->word.load(std::memory_order_relaxed);
     auto avoided = [&](uint32_t key, uint32_t old_key, uint32_t avoid_token) {
@@ -101,9 +101,31 @@ TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avo
             remote = static_cast<uint32_t>(rng_.Below(256));
         } while (remote == local || avoided(remote, RemoteKey(old), avoid.remote));
     }
+    if (remember)
+        slot->rotated_keys.store((1u << 16) | (RemoteKey(old) << 8) | LocalKey(old), std::memory_order_relaxed);
+    slot->cycle.fetch_add(1, std::memory_order_relaxed);
     slot->target.store(target, std::memory_order_relaxed);
     slot->word.store(Word(kPublished, local, remote, 0), std::memory_order_release);  // findable from here
     return TokenPair{MakeToken(index, local), MakeToken(index, remote)};
+}
+
+TokenPair TokenTable::PublishKeepingKeys(uint32_t index, TokenTarget* target) {
+    Slot* slot = Find(index);
+    const uint64_t old = slot->word.load(std::memory_order_relaxed);
+    slot->cycle.fetch_add(1, std::memory_order_relaxed);
+    slot->target.store(target, std::memory_order_relaxed);
+    slot->word.store(Word(kPublished, LocalKey(old), RemoteKey(old), 0), std::memory_order_release);
+    return TokenPair{MakeToken(index, LocalKey(old)), MakeToken(index, RemoteKey(old))};
+}
+
+bool TokenTable::RotatedAway(uint32_t token, uint32_t* cycle) const {
+    const Slot* slot = Find(token >> kKeyBits);
+    if (slot == nullptr || StateOf(slot->word.load(std::memory_order_acquire)) == kFree) return false;
+    const uint32_t rotated = slot->rotated_keys.load(std::memory_order_relaxed);
+    const uint32_t key = token & ((1u << kKeyBits) - 1);
+    if ((rotated & (1u << 16)) == 0 || (key != (rotated & 0xFF) && key != ((rotated >> 8) & 0xFF))) return false;
+    *cycle = slot->cycle.load(std::memory_order_relaxed);
+    return true;
 }
 
 TokenPair TokenTable::Tokens(uint32_t index) const {
@@ -130,6 +152,8 @@ void TokenTable::Free(uint32_t index) {
     Slot* slot = Find(index);
     uint64_t word = slot->word.load(std::memory_order_relaxed);
     slot->target.store(nullptr, std::memory_order_relaxed);
+    slot->cycle.store(0, std::memory_order_relaxed);
+    slot->rotated_keys.store(0, std::memory_order_relaxed);
     slot->word.store(Word(kFree, LocalKey(word), RemoteKey(word), 0), std::memory_order_release);
     std::lock_guard lock(mutex_);
     free_.push_back(index);

@@ -32,6 +32,10 @@ struct TokenSlot {
     std::atomic<TokenTarget*> target{nullptr};
     void (*drain_hook)(void* context) = nullptr;
     void* drain_context = nullptr;
+    // Issue 19 §2: how often the slot was published, and the keys it answered to before the last rotation
+    // ([0,8) local, [8,16) remote, bit 16 set when there are some), so a stale token can be named.
+    std::atomic<uint32_t> cycle{0};
+    std::atomic<uint32_t> rotated_keys{0};
 };
 
 // A counted reference taken by Acquire(); releasing the last reference of a retired slot runs its drain hook.
@@ -96,8 +100,15 @@ public:
     // Takes a random free slot in the reserved (not findable) state. STATUS_INSUFFICIENT_RESOURCES when full.
     NTSTATUS Reserve(uint32_t* index);
     // Makes the slot findable with fresh keys: never the slot's previous keys, never the tokens in `avoid`
-    // (the owner's previous tokens). The target must be complete.
-    TokenPair Publish(uint32_t index, TokenTarget* target, TokenPair avoid = {});
+    // (the owner's previous tokens). The target must be complete. `remember` keeps the keys rotated away for
+    // RotatedAway (a fast-register MR that rotates its keys).
+    TokenPair Publish(uint32_t index, TokenTarget* target, TokenPair avoid = {}, bool remember = false);
+    // Makes the slot findable with the keys it has now (reserved or last published): a fast-register MR's tokens
+    // stay those read after NdkInitializeFastRegisterMr (issue 19 §2, AMB-39).
+    TokenPair PublishKeepingKeys(uint32_t index, TokenTarget* target);
+    // True when `token` is a key its slot answered to before its last rotation (a stale fast-register token);
+    // `*cycle` is then the slot's current publication count.
+    bool RotatedAway(uint32_t token, uint32_t* cycle) const;
     // Tokens the slot answers to now (also while reserved: TOK-01/02 for an initialised fast MR).
     TokenPair Tokens(uint32_t index) const;
     // Stops new lookups. If no reference is held, returns true and the slot is reserved again at once;

@@ -218,6 +218,8 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
          STATUS_INVALID_PARAMETER},
         {"peer stall timeout long", [](SOFTNDK_ADAPTER_CONFIG& c) { c.PeerStallTimeoutMs = 3600001; },
          STATUS_INVALID_PARAMETER},
+        {"rotate fast-register keys 2", [](SOFTNDK_ADAPTER_CONFIG& c) { c.RotateFastRegisterKeys = 2; },
+         STATUS_INVALID_PARAMETER},
         {"interface name unterminated",
          [](SOFTNDK_ADAPTER_CONFIG& c) { std::memset(c.InterfaceName, 'x', sizeof(c.InterfaceName)); },
          STATUS_INVALID_PARAMETER},

@@ -57,16 +57,57 @@ TEST_P(FastRegisterTest, FR_08_18_19_24_TOK_03_FullSequenceWithNewTokensAndStale
     // Remote access with the new token lands at FBO + offset of the LAM's pages.
     EXPECT_EQ(WriteFromA(kBase + 0x10 + PAGE_SIZE, first), STATUS_SUCCESS);
     EXPECT_EQ(buffer_b_->data()[0x10 + PAGE_SIZE], 0x5A);
-    // Invalidate, fast-register again: a new token; the stale one fails.
+    // Invalidate, fast-register again. AMB-39 (issue 19 §2): by default the MR keeps the token read after
+    // NdkInitializeFastRegisterMr, as hardware keeps an MR's key, so a consumer that read it once works.
     ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
     NDK_RESULT_EX invalidated = Poll(cq_b_);
     EXPECT_EQ(invalidated.Type, NdkOperationTypeInvalidate);
     ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
     Poll(cq_b_);
     const UINT32 second = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    EXPECT_EQ(second, first);
+    EXPECT_EQ(WriteFromA(kBase, second), STATUS_SUCCESS);
+    // Invalidated, the token refuses every access until the MR is registered again (FR-22).
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+    Poll(cq_b_);
+    EXPECT_EQ(WriteFromA(kBase, second), STATUS_INVALID_HANDLE) << "the invalidated MR's token";
+}
+
+// AMB-39, the opt-in check (RotateFastRegisterKeys, SOFTNDK_ROTATE_FR_KEYS=1): the keys change on every
+// NdkFastRegister, so a consumer that reuses a token from an earlier cycle fails (and the stale token is reported
+// with its MR slot and cycle: TokenTableTest.AMB_39_*).
+class RotatingFastRegisterTest : public FastRegisterTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override { config.RotateFastRegisterKeys = 1; }
+};
+SOFTNDK_ALL_MODES(RotatingFastRegisterTest);
+
+TEST_P(RotatingFastRegisterTest, AMB_39_RotatingKeysMakeEveryEarlierTokenStale) {
+    const UINT32 initial = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 first = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
+    EXPECT_NE(first, initial);
+    EXPECT_EQ(WriteFromA(kBase, first), STATUS_SUCCESS);
+    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+    Poll(cq_b_);
+    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+    Poll(cq_b_);
+    const UINT32 second = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
     EXPECT_NE(second, first);
     EXPECT_EQ(WriteFromA(kBase, second), STATUS_SUCCESS);
-    EXPECT_EQ(WriteFromA(kBase, first), STATUS_INVALID_HANDLE) << "the stale token";
+    EXPECT_EQ(WriteFromA(kBase, first), STATUS_INVALID_HANDLE) << "the token of the cycle before";
+}
+
+TEST_P(FastRegisterTest, AMB_39_TheTokenReadAfterInitializeServesEveryCycle) {
+    const UINT32 initial = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);  // read once, reused (issue 19 §2)
+    for (int cycle = 0; cycle < 3; ++cycle) {
+        ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+        Poll(cq_b_);
+        EXPECT_EQ(WriteFromA(kBase, initial), STATUS_SUCCESS) << "cycle " << cycle;
+        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+        Poll(cq_b_);
+    }
 }
 
 TEST_P(FastRegisterTest, FR_16_RemoteFlagsOnAnMrWithoutRemoteAccessFailAccessViolation) {

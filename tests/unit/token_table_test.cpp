@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 
+#include <softndk/softndk.h>
+
+#include "mem/access_check.h"
 #include "mem/token_table.h"
 #include "mem/token_target.h"
 
@@ -130,6 +134,57 @@ TEST(TokenTableTest, TOK_PublishAvoidsTheOwnersPreviousTokens) {
         EXPECT_NE(next.remote, first.remote);
         first = next;
     }
+}
+
+// Issue 19 §2, AMB-39: by default a fast-register slot publishes with the keys it was reserved with (the tokens a
+// consumer reads after NdkInitializeFastRegisterMr), across every retire and publish.
+TEST(TokenTableTest, AMB_39_PublishingKeepingKeysServesTheReservedTokensEveryCycle) {
+    TokenTable table(3);
+    TokenTarget target;
+    uint32_t index = 0;
+    ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    const TokenPair reserved = table.Tokens(index);
+    for (int cycle = 0; cycle < 3; ++cycle) {
+        const TokenPair published = table.PublishKeepingKeys(index, &target);
+        EXPECT_EQ(published.local, reserved.local);
+        EXPECT_EQ(published.remote, reserved.remote);
+        EXPECT_TRUE(table.Acquire(reserved.remote, TokenKind::kRemote));
+        ASSERT_TRUE(table.Retire(index, nullptr, nullptr));
+        EXPECT_FALSE(table.Acquire(reserved.remote, TokenKind::kRemote)) << "retired: refused until published";
+        uint32_t seen = 0;
+        EXPECT_FALSE(table.RotatedAway(reserved.remote, &seen)) << "nothing rotated";
+    }
+}
+
+// The opt-in check: a rotated-away token fails, and the one access check names it with its slot and cycle.
+TEST(TokenTableTest, AMB_39_ATokenRotatedAwayIsNamedWithItsSlotAndCycle) {
+    TokenTable table(4);
+    TokenTarget target;
+    target.owner = &target;
+    target.rights = kRightRemoteWrite;
+    target.length = 4096;
+    uint32_t index = 0;
+    ASSERT_EQ(table.Reserve(&index), STATUS_SUCCESS);
+    const TokenPair first = table.Publish(index, &target, table.Tokens(index), true);
+    ASSERT_TRUE(table.Retire(index, nullptr, nullptr));
+    const TokenPair second = table.Publish(index, &target, first, true);
+    EXPECT_NE(second.remote, first.remote);
+    uint32_t cycle = 0;
+    EXPECT_TRUE(table.RotatedAway(first.remote, &cycle));
+    EXPECT_EQ(cycle, 2u);
+    EXPECT_FALSE(table.RotatedAway(second.remote, &cycle)) << "the live token";
+    EXPECT_FALSE(table.RotatedAway(first.remote ^ 0x5A5A5A00u, &cycle)) << "another slot";
+
+    TokenRef grant;
+    const AccessError error =
+        CheckAccess(table, {first.remote, TokenKind::kRemote, &target, 0, 64, kRightRemoteWrite}, &grant);
+    EXPECT_EQ(error, AccessError::kInvalidToken);
+    const std::string text = SoftNdkGetLastErrorText();
+    char token[16];
+    std::snprintf(token, sizeof(token), "0x%08X", first.remote);
+    EXPECT_NE(text.find(token), std::string::npos) << text;
+    EXPECT_NE(text.find("registration #2"), std::string::npos) << text;
+    EXPECT_NE(text.find("SOFTNDK_ROTATE_FR_KEYS"), std::string::npos) << text;
 }
 
 }  // namespace
