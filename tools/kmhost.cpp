@@ -166,7 +166,9 @@ int main(int argc, char** argv) {
 
     const ULONG violations_before = SoftNdkKmVerifierViolationCount();
     NTSTATUS status = entry(&driver, &registry);  // at PASSIVE_LEVEL, like the I/O manager
-    std::fprintf(stderr, "softndk-kmhost: DriverEntry(%s) = 0x%08X\n", name.c_str(), static_cast<unsigned>(status));
+    const char* status_name = SoftNdkStatusName(status);
+    std::fprintf(stderr, "softndk-kmhost: DriverEntry(%s) = %s (0x%08X)\n", name.c_str(),
+                 status_name ? status_name : "NTSTATUS", static_cast<unsigned>(status));
     int exit_code = 0;
     if (!NT_SUCCESS(status)) {
         exit_code = 3;  // Windows does not call DriverUnload after a failed DriverEntry

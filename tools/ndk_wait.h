@@ -48,13 +48,10 @@ static inline double ndk_now_ns(void) {
 
 static inline void ndk_check(NTSTATUS status, const char* what) {
     if (!NT_SUCCESS(status)) {
-        const ndk_status_text_t* text = ndk_status_text(status);
+        char described[256];
         const char* detail = SoftNdkGetLastErrorText();
-        if (text != NULL)
-            fprintf(stderr, "%s failed: %s (0x%08X): %s%s%s\n", what, text->name, (unsigned)status, text->remedy,
-                    detail[0] ? "; " : "", detail);
-        else
-            fprintf(stderr, "%s failed: 0x%08X %s\n", what, (unsigned)status, detail);
+        fprintf(stderr, "%s failed: %s%s%s\n", what, ndk_status_describe(status, described, sizeof(described)),
+                detail[0] ? "; " : "", detail);
         exit(1);
     }
 }

@@ -18,13 +18,10 @@ namespace ndktools {
 
 inline void Check(NTSTATUS status, const char* what) {
     if (!NT_SUCCESS(status)) {
-        const ndk_status_text_t* text = ndk_status_text(status);
+        char described[256];
         const char* detail = SoftNdkGetLastErrorText();
-        if (text != nullptr)
-            std::fprintf(stderr, "%s failed: %s (0x%08X): %s%s%s\n", what, text->name, static_cast<unsigned>(status),
-                         text->remedy, detail[0] ? "; " : "", detail);
-        else
-            std::fprintf(stderr, "%s failed: 0x%08X %s\n", what, static_cast<unsigned>(status), detail);
+        std::fprintf(stderr, "%s failed: %s%s%s\n", what, ndk_status_describe(status, described, sizeof(described)),
+                     detail[0] ? "; " : "", detail);
         std::exit(1);
     }
 }

@@ -234,9 +234,12 @@ private:
         if (NT_SUCCESS(status))
             std::fprintf(stderr, "ndkperf server: dropped client %s: %s; still serving\n", connection.peer.c_str(),
                          what);
-        else
-            std::fprintf(stderr, "ndkperf server: dropped client %s: %s: 0x%08X %s; still serving\n",
-                         connection.peer.c_str(), what, static_cast<unsigned>(status), SoftNdkGetLastErrorText());
+        else {
+            char described[256];
+            std::fprintf(stderr, "ndkperf server: dropped client %s: %s: %s %s; still serving\n",
+                         connection.peer.c_str(), what, ndk_status_describe(status, described, sizeof(described)),
+                         SoftNdkGetLastErrorText());
+        }
         connection.dropped = true;
         if (!connection.established) return Forget(connection);
         if (!connection.answered) Disconnect(connection);
@@ -276,8 +279,10 @@ private:
         if (connection.dropped) return;
         if (result.Status != STATUS_SUCCESS) {
             if (connection.disconnected) return;  // flushed by the client's own disconnect
-            std::fprintf(stderr, "ndkperf server: client %s: a request failed 0x%08X (provider error 0x%X)\n",
-                         connection.peer.c_str(), static_cast<unsigned>(result.Status), result.ProviderErrorCode);
+            char described[256], cause[160];
+            SoftNdkFormatProviderError(result.ProviderErrorCode, cause, sizeof(cause));
+            std::fprintf(stderr, "ndkperf server: client %s: a request failed: %s, cause %s\n", connection.peer.c_str(),
+                         ndk_status_describe(result.Status, described, sizeof(described)), cause);
             return Drop(connection, "its connection is in error", STATUS_SUCCESS);
         }
         if (!IsReceive(result.RequestContext)) return;  // a send of ours

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 9
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 10
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -115,6 +115,12 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
      * 1: the keys change on every NdkFastRegister, so a consumer that reuses an old token fails, and the stale
      * token is reported with its MR and cycle (env SOFTNDK_ROTATE_FR_KEYS=1). */
     ULONG RotateFastRegisterKeys;
+    /* Version 10 (issue 20 §1): 1 (default): an adapter not bound to an interface also owns every address this
+     * host has when the call is made, so a consumer connects from the address the route to its peer picks, and
+     * listens on any of them, with no SOFTNDK_INTERFACE. 0: it owns only LocalAddresses. Binding to an interface
+     * (InterfaceName / InterfaceIndex, SOFTNDK_INTERFACE) restricts it to that interface's addresses either way
+     * (env SOFTNDK_HOST_ADDRESSES=0|1). */
+    ULONG HostAddresses;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */
@@ -147,6 +153,11 @@ SOFTNDK_API NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTND
  * 0 is "none". Writes a NUL-terminated text of at most Length bytes. STATUS_INVALID_PARAMETER for a NULL Buffer
  * or a Length of 0; STATUS_BUFFER_OVERFLOW when the text was cut to fit. */
 SOFTNDK_API NTSTATUS SoftNdkFormatProviderError(ULONG ProviderErrorCode, CHAR* Buffer, ULONG Length);
+
+/* The name of an NTSTATUS, e.g. "STATUS_CONNECTION_REFUSED" for 0xC0000236: every status that softndk's headers
+ * define (ndkpi.h and the km layer). NULL for a value it does not name; the text is static, never freed. Print
+ * it with the number, as the tools do: "STATUS_CONNECTION_REFUSED (0xC0000236)". */
+SOFTNDK_API const char* SoftNdkStatusName(NTSTATUS Status);
 
 #ifdef __cplusplus
 }
