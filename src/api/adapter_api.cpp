@@ -181,6 +181,8 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
             delete adapter;
             return status;
         }
+    } else {
+        adapter->host_addresses = Config->HostAddresses != 0;
     }
     adapter->accept_timeout_ms = Config->AcceptTimeoutMs;
     adapter->deferred_links = Config->Transport == SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED;

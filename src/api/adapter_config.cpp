@@ -103,6 +103,7 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
         return InvalidParameter("DisconnectTimeoutMs must be 1 … 3600000 (SOFTNDK_DISCONNECT_TIMEOUT_MS)");
     if (config.PeerStallTimeoutMs == 0 || config.PeerStallTimeoutMs > 3600000)
         return InvalidParameter("PeerStallTimeoutMs must be 1 … 3600000 (SOFTNDK_PEER_STALL_TIMEOUT_MS)");
+    if (config.HostAddresses > 1) return InvalidParameter("HostAddresses must be 0 or 1 (SOFTNDK_HOST_ADDRESSES)");
     if (config.RotateFastRegisterKeys > 1)
         return InvalidParameter("RotateFastRegisterKeys must be 0 or 1 (SOFTNDK_ROTATE_FR_KEYS)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
@@ -205,6 +206,21 @@ NTSTATUS InterfaceAddresses(const char* name, ULONG index, std::vector<SOCKADDR_
     return STATUS_SUCCESS;
 }
 
+bool HostHasAddress(int family, const uint8_t* address) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return false;
+    bool found = false;
+    for (ifaddrs* entry = list; entry != nullptr && !found; entry = entry->ifa_next) {
+        if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != family) continue;
+        if (family == AF_INET)
+            found = std::memcmp(&reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, address, 4) == 0;
+        else
+            found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr)->sin6_addr, address, 16) == 0;
+    }
+    freeifaddrs(list);
+    return found;
+}
+
 }  // namespace softndk::api
 
 extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
@@ -224,6 +240,7 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->AcceptRetryMs = 100;
     Config->DisconnectTimeoutMs = 60000;  // Chelsio iw_cxgb4's ep_timeout_secs, Linux's tcp_fin_timeout
     Config->PeerStallTimeoutMs = 60000;
+    Config->HostAddresses = 1;
     if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
         const std::string name = transport;
         Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
@@ -254,6 +271,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         Config->PeerStallTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_ROTATE_FR_KEYS"))
         Config->RotateFastRegisterKeys = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_HOST_ADDRESSES"))
+        Config->HostAddresses = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
     if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range

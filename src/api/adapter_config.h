@@ -22,5 +22,7 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config);
 // Issue 7 §4: the IPv4/IPv6 addresses of the interface named `name` (or with index `index` when `name` is
 // empty). STATUS_NOT_FOUND for no such interface, STATUS_INVALID_ADDRESS for one without addresses.
 NTSTATUS InterfaceAddresses(const char* name, ULONG index, std::vector<SOCKADDR_INET>* out, std::string* found_name);
+// Issue 20 §1: whether one of this host's interfaces has `address` (16 bytes for AF_INET6, 4 for AF_INET) now.
+bool HostHasAddress(int family, const uint8_t* address);
 
 }  // namespace softndk::api

@@ -181,7 +181,8 @@ NTSTATUS Connect(NDK_CONNECTOR* handle, NDK_QP* qp_handle, const PSOCKADDR sourc
         return InvalidParameter(
             "NdkConnect: source and destination must be AF_INET or AF_INET6 SOCKADDRs of one family");
     if (connector != nullptr && !AdapterOwnsAddress(*connector->adapter, local, false)) {
-        SetLastErrorText("NdkConnect: the source address is not an address of this adapter (CM-04)");
+        SetLastErrorText("NdkConnect: the source address is not one of this adapter's (CM-04); it owns %s",
+                         DescribeOwnedAddresses(*connector->adapter).c_str());
         return STATUS_INVALID_ADDRESS;
     }
     NTSTATUS status = CommonConnectChecks(connector, qp, data, length, completion);

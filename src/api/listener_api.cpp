@@ -1,4 +1,5 @@
 // NDK_LISTENER_DISPATCH and NDK_SHARED_ENDPOINT_DISPATCH (CM-05, CM-13 … CM-23).
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -6,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "api/adapter_config.h"
 #include "api/cm_objects.h"
 #include "cm/wire_channel.h"
 
@@ -20,7 +22,24 @@ bool AdapterOwnsAddress(const AdapterObject& adapter, const cm::Endpoint& endpoi
             local.family == endpoint.family && local.address == endpoint.address)
             return true;
     }
-    return false;
+    return adapter.host_addresses && HostHasAddress(endpoint.family, endpoint.address.data());
+}
+
+std::string DescribeOwnedAddresses(const AdapterObject& adapter) {
+    std::string text;
+    for (const SOCKADDR_INET& address : adapter.local_addresses) {
+        char name[INET6_ADDRSTRLEN] = "?";
+        inet_ntop(address.si_family,
+                  address.si_family == AF_INET ? static_cast<const void*>(&address.Ipv4.sin_addr)
+                                               : static_cast<const void*>(&address.Ipv6.sin6_addr),
+                  name, sizeof(name));
+        text += (text.empty() ? "" : ", ") + std::string(name);
+    }
+    if (adapter.host_addresses) return text + " and every address of this host";
+    if (!adapter.interface_name.empty())
+        return text + " (bound to interface " + adapter.interface_name +
+               " by InterfaceName/SOFTNDK_INTERFACE: unset it, or use an address of that interface)";
+    return text + " (HostAddresses is 0: only LocalAddresses)";
 }
 
 // Under the fabric lock (no blocking): refuses while paused or closing (CM-16, CM-23), else creates the passive
@@ -149,7 +168,8 @@ NTSTATUS Listen(NDK_LISTENER* handle, const PSOCKADDR address, ULONG length, NDK
         !NT_SUCCESS(cm::EndpointFromSockaddr(address, length, &endpoint)))
         return InvalidParameter("NdkListen: NULL listener or RequestCompletion, or not an AF_INET/AF_INET6 SOCKADDR");
     if (!AdapterOwnsAddress(*listener->adapter, endpoint, true)) {
-        SetLastErrorText("NdkListen: not an address of this adapter (CM-14)");
+        SetLastErrorText("NdkListen: not an address of this adapter (CM-14); it owns %s",
+                         DescribeOwnedAddresses(*listener->adapter).c_str());
         return STATUS_INVALID_ADDRESS;
     }
     return RunRequest(*listener->adapter, ProviderFunction::NdkListen, listener->lifetime, completion, context,
@@ -269,7 +289,8 @@ NTSTATUS CreateSharedEndpoint(NDK_ADAPTER* handle, const PSOCKADDR address, ULON
         !NT_SUCCESS(cm::EndpointFromSockaddr(address, length, &endpoint)))
         return InvalidParameter("NdkCreateSharedEndpoint: NULL argument or not an AF_INET/AF_INET6 SOCKADDR");
     if (!AdapterOwnsAddress(*adapter, endpoint, false)) {
-        SetLastErrorText("NdkCreateSharedEndpoint: not an address of this adapter (CM-17)");
+        SetLastErrorText("NdkCreateSharedEndpoint: not an address of this adapter (CM-17); it owns %s",
+                         DescribeOwnedAddresses(*adapter).c_str());
         return STATUS_INVALID_ADDRESS;
     }
     return RunCreate(*adapter, ProviderFunction::NdkCreateSharedEndpoint, adapter->lifetime, completion, context, out,

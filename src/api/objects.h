@@ -38,6 +38,7 @@ struct AdapterObject {
     mem::RegistrationLimits limits{};
     std::vector<SOCKADDR_INET> local_addresses;
     std::string interface_name;      // empty unless bound to one interface
+    bool host_addresses = false;     // also owns every address of the host (HostAddresses, issue 20 §1)
     uint32_t accept_timeout_ms = 0;  // CM-08: 0 = none
     bool deferred_links = false;     // SOFTNDK_TRANSPORT_IN_PROCESS_DEFERRED
     uint32_t transport = SOFTNDK_TRANSPORT_AUTO;
@@ -219,5 +220,7 @@ NTSTATUS CreateQpWithSrq(NDK_PD* pd, NDK_CQ* receive_cq, NDK_CQ* initiator_cq, N
                          NDK_FN_CREATE_COMPLETION completion, PVOID context, NDK_QP** out);
 // Local and peer addresses of a connector, for the listener/shared-endpoint code.
 bool AdapterOwnsAddress(const AdapterObject& adapter, const cm::Endpoint& endpoint, bool allow_wildcard);
+// The addresses an adapter owns, for a refusal's text: "127.0.0.1, ::1 and every address of this host".
+std::string DescribeOwnedAddresses(const AdapterObject& adapter);
 
 }  // namespace softndk::api

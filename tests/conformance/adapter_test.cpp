@@ -5,6 +5,7 @@
 #include "support/ndk_test_support.h"
 #include "support/unprivileged_child.h"
 
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <unistd.h>
 
@@ -220,6 +221,7 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
          STATUS_INVALID_PARAMETER},
         {"rotate fast-register keys 2", [](SOFTNDK_ADAPTER_CONFIG& c) { c.RotateFastRegisterKeys = 2; },
          STATUS_INVALID_PARAMETER},
+        {"host addresses 2", [](SOFTNDK_ADAPTER_CONFIG& c) { c.HostAddresses = 2; }, STATUS_INVALID_PARAMETER},
         {"interface name unterminated",
          [](SOFTNDK_ADAPTER_CONFIG& c) { std::memset(c.InterfaceName, 'x', sizeof(c.InterfaceName)); },
          STATUS_INVALID_PARAMETER},
@@ -344,6 +346,60 @@ TEST(ProviderErrorTextTest, CQ_14_ProviderErrorCodeNamesTheTerminateCause) {
     EXPECT_EQ(SoftNdkFormatProviderError(0, small, 0), STATUS_INVALID_PARAMETER);
     EXPECT_EQ(small[0], 'x') << "unchanged";
     EXPECT_EQ(SoftNdkFormatProviderError(0, nullptr, 8), STATUS_INVALID_PARAMETER);
+}
+
+// Issue 20 §1: consumers print the names the tools print.
+TEST(StatusNameTest, ISSUE_20_StatusNameNamesEveryStatusSoftndkDefines) {
+    EXPECT_STREQ(SoftNdkStatusName(STATUS_CONNECTION_REFUSED), "STATUS_CONNECTION_REFUSED");
+    EXPECT_STREQ(SoftNdkStatusName(STATUS_SUCCESS), "STATUS_SUCCESS");
+    EXPECT_STREQ(SoftNdkStatusName(STATUS_PENDING), "STATUS_PENDING");
+    EXPECT_STREQ(SoftNdkStatusName(STATUS_INVALID_PARAMETER_MIX), "STATUS_INVALID_PARAMETER_MIX");
+    EXPECT_STREQ(SoftNdkStatusName(STATUS_BUFFER_OVERFLOW), "STATUS_BUFFER_OVERFLOW");
+    EXPECT_STREQ(SoftNdkStatusName(STATUS_SHARING_VIOLATION), "STATUS_SHARING_VIOLATION");
+    EXPECT_STREQ(SoftNdkStatusName(static_cast<NTSTATUS>(0xC0000016)), "STATUS_MORE_PROCESSING_REQUIRED");
+    EXPECT_EQ(SoftNdkStatusName(static_cast<NTSTATUS>(0xC0DEC0DE)), nullptr);  // not one of ours: no guess
+}
+
+// Issue 20 §1 (CM-04, CM-14): the default adapter owns every address of the host, so a connect from the route's
+// source works without SOFTNDK_INTERFACE; HostAddresses = 0 keeps it to LocalAddresses, and the refusal says what
+// it owns.
+TEST(AdapterOpenTest, CM_14_DefaultAdapterOwnsTheHostsAddresses) {
+    ifaddrs* list = nullptr;
+    ASSERT_EQ(getifaddrs(&list), 0);
+    in_addr host{};
+    bool found = false;
+    for (ifaddrs* entry = list; entry != nullptr && !found; entry = entry->ifa_next) {
+        if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+        host = reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr;
+        found = (ntohl(host.s_addr) >> 24) != 127;
+    }
+    freeifaddrs(list);
+    if (!found) GTEST_SKIP() << "this host has no IPv4 address besides loopback";
+    for (ULONG host_addresses : {1u, 0u}) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.InterfaceName[0] = 0;  // whatever SOFTNDK_INTERFACE says
+        config.HostAddresses = host_addresses;
+        NDK_ADAPTER* adapter = nullptr;
+        ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
+        auto* object = api::FromHandle<api::AdapterObject>(adapter);
+        SOCKADDR_IN address{};
+        address.sin_family = AF_INET;
+        std::memcpy(&address.sin_addr, &host, sizeof(host));
+        cm::Endpoint mine, elsewhere;
+        ASSERT_EQ(cm::EndpointFromSockaddr(reinterpret_cast<SOCKADDR*>(&address), sizeof(address), &mine),
+                  STATUS_SUCCESS);
+        address.sin_addr.s_addr = htonl(0xCB0071FE);  // 203.0.113.254 (TEST-NET-3), checked below
+        ASSERT_FALSE(api::HostHasAddress(AF_INET, reinterpret_cast<const uint8_t*>(&address.sin_addr)));
+        ASSERT_EQ(cm::EndpointFromSockaddr(reinterpret_cast<SOCKADDR*>(&address), sizeof(address), &elsewhere),
+                  STATUS_SUCCESS);
+        EXPECT_EQ(api::AdapterOwnsAddress(*object, mine, false), host_addresses == 1);
+        EXPECT_FALSE(api::AdapterOwnsAddress(*object, elsewhere, false));
+        const std::string owned = api::DescribeOwnedAddresses(*object);
+        EXPECT_NE(owned.find("127.0.0.1"), std::string::npos) << owned;
+        EXPECT_EQ(owned.find("every address of this host") != std::string::npos, host_addresses == 1) << owned;
+        EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+    }
 }
 
 }  // namespace
