@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
         int sends = 1;
         while (word != DONE || sends > 0) sends -= poll_cq(&s, &word);
         const double elapsed = now() - start;
-        printf("{\"test\":\"fi_rma_write_bw\",\"provider\":\"tcp\",\"size\":%zu,\"iterations\":%ld,\"gbits\":%.4f}\n",
+        printf("{\"test\":\"fi_rma_write_bw\",\"provider\":\"tcp\",\"size\":%zu,\"iterations\":%ld,\"gbits_per_s\":%.4f}\n",
                size, completed, (double)size * (double)completed * 8 / elapsed / 1e9);
         fflush(stdout);
     }

@@ -30,7 +30,7 @@ def size_name(size):
 
 
 ndk = load("ndkperf.json")
-bandwidth = {(r["test"], r["size"]): r["gbits"] for r in ndk["results"]}
+bandwidth = {(r["test"], r["size"]): r["gbits_per_s"] for r in ndk["results"]}
 sizes = sorted({r["size"] for r in ndk["results"]})
 iperf = {}
 for path in glob.glob(os.path.join(out, "iperf3-*.json")):
@@ -48,7 +48,7 @@ rma = {}
 rma_path = os.path.join(out, "fi_rma_write_bw.jsonl")
 if os.path.exists(rma_path):
     with open(rma_path) as f:
-        rma = {r["size"]: r["gbits"] for r in map(json.loads, f)}
+        rma = {r["size"]: r["gbits_per_s"] for r in map(json.loads, f)}
 raw = load("tcp_pingpong.json")
 scale = load("ndkperf-connections.json").get("connections", {})
 
@@ -105,11 +105,11 @@ if rounds:
             return json.loads(f.readline())
 
     ndk_write = each("round-*-ndkperf.json",
-                     lambda p: next(r["gbits"] for r in load(os.path.basename(p))["results"] if r["test"] == "write"))
+                     lambda p: next(r["gbits_per_s"] for r in load(os.path.basename(p))["results"] if r["test"] == "write"))
     ndk_latency = each("round-*-ndkperf.json", lambda p: load(os.path.basename(p))["latency"][0]["one_way_p50_ns"])
     iperf_write = each("round-*-iperf3.json",
                        lambda p: load(os.path.basename(p))["end"]["sum_received"]["bits_per_second"] / 1e9)
-    fabric_write = each("round-*-fi_rma_write_bw.jsonl", lambda p: jsonl(p)["gbits"])
+    fabric_write = each("round-*-fi_rma_write_bw.jsonl", lambda p: jsonl(p)["gbits_per_s"])
     raw_latency = each("round-*-tcp_pingpong.json", lambda p: load(os.path.basename(p))["one_way_p50_ns"])
 
     def spread(values, unit, scale=1.0):

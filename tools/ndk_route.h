@@ -4,6 +4,9 @@
 #ifndef SOFTNDK_TOOLS_NDK_ROUTE_H
 #define SOFTNDK_TOOLS_NDK_ROUTE_H
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +26,44 @@ static inline int ndk_source_for(const SOCKADDR_INET* destination, SOCKADDR_INET
     else
         source->Ipv6.sin6_port = 0;
     return ok;
+}
+
+/* An IPv4 or IPv6 address, or a host name resolved as rping resolves -a (getaddrinfo, the first IPv4 or IPv6
+ * answer; `family` AF_INET keeps IPv4 only), with `port`. Returns the SOCKADDR's length, or 0 with a line in
+ * `error` that says why (issue 20 §1: "Hostnames resolve, as rping's do"). */
+static inline int ndk_resolve(const char* text, unsigned port, int family, SOCKADDR_INET* address, char* error,
+                              size_t error_length) {
+    struct addrinfo hints, *answers = NULL;
+    memset(&hints, 0, sizeof(hints));
+    memset(address, 0, sizeof(*address));
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    struct in6_addr ipv6;
+    if (family == AF_INET && inet_pton(AF_INET6, text, &ipv6) == 1) {
+        snprintf(error, error_length, "\"%s\" is an IPv6 address; an IPv4 address or host name is needed", text);
+        return 0;
+    }
+    const int failed = getaddrinfo(text, NULL, &hints, &answers);
+    if (failed != 0) {
+        snprintf(error, error_length, "\"%s\" is not an address, and resolving it as a host name failed: %s", text,
+                 gai_strerror(failed));
+        return 0;
+    }
+    int length = 0;
+    for (struct addrinfo* answer = answers; answer != NULL && length == 0; answer = answer->ai_next) {
+        if (answer->ai_family == AF_INET) {
+            memcpy(&address->Ipv4, answer->ai_addr, sizeof(SOCKADDR_IN));
+            address->Ipv4.sin_port = htons((uint16_t)port);
+            length = (int)sizeof(SOCKADDR_IN);
+        } else if (answer->ai_family == AF_INET6) {
+            memcpy(&address->Ipv6, answer->ai_addr, sizeof(SOCKADDR_IN6));
+            address->Ipv6.sin6_port = htons((uint16_t)port);
+            length = (int)sizeof(SOCKADDR_IN6);
+        }
+    }
+    freeaddrinfo(answers);
+    if (length == 0) snprintf(error, error_length, "\"%s\" has no IPv4 or IPv6 address", text);
+    return length;
 }
 
 #endif

@@ -70,37 +70,57 @@ void RunOne(ndktools::Pair& pair, const std::string& test, size_t size, ULONG fl
     }
 }
 
+// Runs `op` (returning how many operations it did) until `seconds` pass or Ctrl-C; at least once. A phase of
+// 2 s or more prints its rate each second (issue 20 §1: long runs show progress).
+template <class Op>
+long RunFor(double seconds, size_t bytes_per_op, Op op) {
+    const auto start = Clock::now();
+    auto report = start + std::chrono::seconds(1);
+    long count = 0;
+    do {
+        count += op();
+        if (seconds >= 2 && Clock::now() >= report) {
+            std::fprintf(stderr, " %.2f GB/s", static_cast<double>(bytes_per_op) * count / Seconds(start) / 1e9);
+            report += std::chrono::seconds(1);
+        }
+    } while (Seconds(start) < seconds && !ndkperf::Interrupted());
+    return count;
+}
+
+// One point, bounded by `seconds` in all (issue 20 §1: a 256 MiB point took 34 s at --seconds 0.2, its 2000
+// latency samples unbounded): 60 % bandwidth, 20 % the memcpy baseline, 20 % latency (at most 2000 samples).
+// Each phase does at least one operation, so a point lasts at most `seconds` plus three operations.
 Row Measure(ndktools::Pair& pair, const std::string& test, size_t size, double seconds) {
     Row row{test, size, 0, 0, 0, 0, 0, 0};
+    const int batch = size >= (1 << 20) ? 1 : 16;  // a batch is small against the budget
     // Bandwidth: back-to-back requests, each completed.
     auto start = Clock::now();
-    long iterations = 0;
-    do {
-        for (int i = 0; i < 16; ++i) RunOne(pair, test, size, 0);
-        iterations += 16;
-    } while (Seconds(start) < seconds);
+    const long iterations = RunFor(seconds * 0.6, size, [&] {
+        for (int i = 0; i < batch; ++i) RunOne(pair, test, size, 0);
+        return batch;
+    });
     const double elapsed = Seconds(start);
     row.iterations = iterations;
-    row.gbps = static_cast<double>(size) * iterations / elapsed / 1e9;
+    row.gbytes_per_s = static_cast<double>(size) * iterations / elapsed / 1e9;
     row.mops = iterations / elapsed / 1e6;
     // The baseline: memcpy of the same size between the same two buffers.
     start = Clock::now();
-    long copies = 0;
-    do {
-        for (int i = 0; i < 16; ++i) {
+    const long copies = RunFor(seconds * 0.2, size, [&] {
+        for (int i = 0; i < batch; ++i) {
             std::memcpy(pair.server.buffer, pair.client.buffer, size);
             asm volatile("" ::: "memory");
         }
-        copies += 16;
-    } while (Seconds(start) < seconds);
-    row.memcpy_gbps = static_cast<double>(size) * copies / Seconds(start) / 1e9;
+        return batch;
+    });
+    row.memcpy_gbytes_per_s = static_cast<double>(size) * copies / Seconds(start) / 1e9;
     // Latency: post to completion, one at a time.
     std::vector<double> samples;
-    for (int i = 0; i < 2000; ++i) {
+    start = Clock::now();
+    do {
         auto t0 = Clock::now();
         RunOne(pair, test, size, 0);
         samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-    }
+    } while (samples.size() < 2000 && Seconds(start) < seconds * 0.2 && !ndkperf::Interrupted());
     std::sort(samples.begin(), samples.end());
     row.p50_ns = samples[samples.size() / 2];
     row.p99_ns = samples[samples.size() * 99 / 100];
@@ -194,11 +214,10 @@ struct Rate {
 template <class Op>
 double TimePerOp(double seconds, Op op) {
     auto start = Clock::now();
-    long count = 0;
-    do {
+    const long count = RunFor(seconds, 0, [&] {
         for (int i = 0; i < 64; ++i) op();
-        count += 64;
-    } while (Seconds(start) < seconds);
+        return 64;
+    });
     return Seconds(start) * 1e9 / count;
 }
 
@@ -275,50 +294,62 @@ int main(int argc, char** argv) {
     if (options.role == Options::Role::kClient) return ndkperf::RunClient(options);
     const size_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
     ndktools::Pair pair(std::max<size_t>(ROUND_TO_PAGES(largest), 1 << 20), options.mode);
+    ndkperf::InstallInterruptHandler();
     std::vector<Row> rows;
     const size_t total = options.tests.size() * options.sizes.size();
+    // --seconds is each point's budget; the message rate and the registration rates take one budget each.
+    std::fprintf(stderr, "ndkperf: %zu points and 2 rates of %.3g s each: about %.3g s (Ctrl-C prints what is done)\n",
+                 total, options.seconds, options.seconds * static_cast<double>(total + 2));
     for (const std::string& test : options.tests) {
         for (size_t size : options.sizes) {
+            if (ndkperf::Interrupted()) break;
             std::fprintf(stderr, "[%zu/%zu] %s %s ...\n", rows.size() + 1, total, test.c_str(), SizeName(size).c_str());
             rows.push_back(Measure(pair, test, size, options.seconds));
         }
     }
     // Message rate: 64-byte writes, one completion per 64.
     auto start = Clock::now();
-    long posted = 0;
-    do {
+    const long posted = RunFor(options.seconds, 64, [&] {
         for (int i = 0; i < 63; ++i) RunOne(pair, "write", 64, NDK_OP_FLAG_SILENT_SUCCESS);
         RunOne(pair, "write", 64, 0);
-        posted += 64;
-    } while (Seconds(start) < options.seconds);
+        return 64;
+    });
     const double message_rate = posted / Seconds(start) / 1e6;
-    std::fprintf(stderr, "registration rates ...\n");
-    const std::vector<Rate> rates = RegistrationRates(pair, options.seconds);
+    std::vector<Rate> rates;
+    if (!ndkperf::Interrupted()) {
+        std::fprintf(stderr, "registration rates ...\n");
+        rates = RegistrationRates(pair, options.seconds / 4);  // four rates, one budget
+    }
+    if (ndkperf::Interrupted())
+        std::fprintf(stderr, "ndkperf: interrupted; the rows below are what was measured (the last one partly)\n");
 
     if (options.json) {
-        std::printf("{\"results\":[");
+        std::printf("{\"schema\":\"%s\",\"transport\":\"in-process\",\"results\":[", ndkperf::kJsonSchema);
         for (size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
             std::printf(
-                "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbps\":%.3f,\"memcpy_gbps\":%.3f,"
-                "\"ratio\":%.3f,\"latency_p50_ns\":%.0f,\"latency_p99_ns\":%.0f,\"mops\":%.3f}",
-                i ? "," : "", r.test.c_str(), r.size, r.iterations, r.gbps, r.memcpy_gbps, r.gbps / r.memcpy_gbps,
-                r.p50_ns, r.p99_ns, r.mops);
+                "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbytes_per_s\":%.4f,\"gbits_per_s\":%.4f,"
+                "\"million_ops_per_s\":%.4f,\"latency_p50_ns\":%.0f,\"latency_p99_ns\":%.0f,"
+                "\"memcpy_gbytes_per_s\":%.4f,\"ratio_to_memcpy\":%.3f}",
+                i ? "," : "", r.test.c_str(), r.size, r.iterations, r.gbytes_per_s, r.gbytes_per_s * 8, r.mops,
+                r.p50_ns, r.p99_ns, r.memcpy_gbytes_per_s, r.gbytes_per_s / r.memcpy_gbytes_per_s);
         }
-        std::printf("],\"write64_message_rate_mops\":%.3f,\"registration\":[", message_rate);
+        std::printf("],\"write64_million_messages_per_s\":%.3f,\"registration\":[", message_rate);
         for (size_t i = 0; i < rates.size(); ++i)
             std::printf("%s{\"operation\":\"%s\",\"ns_per_op\":%.1f}", i ? "," : "", rates[i].name.c_str(),
                         rates[i].ns_per_op);
-        std::printf("]}\n");
-        return 0;
+        std::printf("],\"interrupted\":%s}\n", ndkperf::Interrupted() ? "true" : "false");
+        return ndkperf::InterruptedExitStatus();
     }
     std::printf("%-6s %9s %10s %9s %12s %7s %12s %12s\n", "test", "size", "iters", "GB/s", "memcpy GB/s", "ratio",
                 "lat p50 ns", "lat p99 ns");
     for (const Row& r : rows)
         std::printf("%-6s %9s %10ld %9.2f %12.2f %7.2f %12.0f %12.0f\n", r.test.c_str(), SizeName(r.size).c_str(),
-                    r.iterations, r.gbps, r.memcpy_gbps, r.gbps / r.memcpy_gbps, r.p50_ns, r.p99_ns);
+                    r.iterations, r.gbytes_per_s, r.memcpy_gbytes_per_s, r.gbytes_per_s / r.memcpy_gbytes_per_s,
+                    r.p50_ns, r.p99_ns);
     std::printf("64 B write message rate: %.2f M/s (one completion per 64 writes)\n", message_rate);
     for (const Rate& rate : rates)
         std::printf("%-40s %8.0f ns/op  %8.2f M/s\n", rate.name.c_str(), rate.ns_per_op, 1e3 / rate.ns_per_op);
-    return 0;
+    if (ndkperf::Interrupted()) std::printf("(interrupted: partial results)\n");
+    return ndkperf::InterruptedExitStatus();
 }

@@ -19,6 +19,7 @@
 #include "ndkperf_perftest.hpp"
 
 #include <endian.h>
+#include <net/if.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "ndk_args.hpp"
 #include "ndk_pair.hpp"
 #include "ndk_route.h"
 
@@ -71,6 +73,7 @@ struct Flags {
     unsigned out_reads = 0;  // -o, ib_read_bw only; 0 = the adapter's limit
     unsigned tx_depth = 128;
     unsigned rx_depth = 512;
+    std::string interface;  // -d: the network interface the adapter is bound to; "" = every address of the host
     // softndk's own fault injection (issue 8 §4), not a perftest flag: the STag or address this side advertises
     // (server) or uses (client) is made wrong, so the peer's or our requests are refused across the boundary.
     enum class Inject { kNone, kBadStag, kBeyondRegion } inject = Inject::kNone;
@@ -83,33 +86,54 @@ struct Flags {
 }
 
 constexpr const char* kUsage =
-    "usage: ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [-s SIZE] [-n ITERS] [-D SECONDS] [-p PORT] [-t TX_DEPTH]\n"
-    "       [-r RX_DEPTH (send)] [-o READS (read)] [--report_gbits] [-F] [--inject bad-stag|beyond-region]\n"
-    "       [SERVER_ADDRESS]\n"
-    "       Only perftest's rdma_cm mode (-R) is spoken; its TCP side channel is not.\n";
+    "usage: ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [flags] [SERVER]   (perftest's rdma_cm protocol)\n"
+    "  without SERVER this side is the server; with it, the client (an address or a host name, IPv4)\n"
+    "  -R, --rdma_cm          required: perftest's rdma_cm mode (its TCP side channel is not spoken)\n"
+    "  -d, --ib-dev DEVICE    softndk0 (every address of this host, the default), a network interface name\n"
+    "                         (the adapter owns its addresses), or NAME_IFACE as in siw_eth0 or rxe_eth0\n"
+    "  -i, --ib-port 1        the only port\n"
+    "  -s, --size SIZE        bytes, k/K/KiB, m/M/MiB, g/G/GiB units, 1 ... 1 GiB (default 65536)\n"
+    "  -n, --iters N          iterations, 5 ... 100000000 (default 5000 for write, 1000 for read and send)\n"
+    "  -D, --duration S       run S seconds instead of -n, 1 ... 86400\n"
+    "  -p, --port PORT        1 ... 65535 (default 18515)\n"
+    "  -t, --tx-depth N       requests in flight, 1 ... 15000 (default 128)\n"
+    "  -r, --rx-depth N       ib_send_bw: receives posted, 3 ... 16384 (default 512)\n"
+    "  -o, --outs N           ib_read_bw: Reads in flight, 1 ... 65536 (default: the adapter's limit)\n"
+    "  -q, --qp 1             one QP (several are not supported yet)\n"
+    "  --report_gbits         report Gb/s instead of MB/s\n"
+    "  -F, --CPU-freq         accepted; nothing to warn about\n"
+    "  --inject bad-stag|beyond-region   softndk's own: advertise or use a wrong STag or address\n"
+    "  -h, --help             this text\n"
+    "  not supported yet, refused: -a (all sizes), -b (bidirectional), -q above 1\n";
 
 [[noreturn]] void Usage(const char* problem, const std::string& what = "") {
-    std::fprintf(stderr, "ndkperf: %s%s\n%s", problem, what.c_str(), kUsage);
+    std::fprintf(stderr, "ndkperf: %s%s; see ndkperf ib_write_bw --help\n", problem, what.c_str());
     std::exit(2);
 }
 
-// perftest's size syntax: a number with an optional K, M or G.
-uint64_t ParseSize(const std::string& text) {
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text.c_str(), &end, 0);
-    uint64_t scale = 1;
-    if (*end == 'K' || *end == 'k') scale = 1 << 10, ++end;
-    if (*end == 'M' || *end == 'm') scale = 1 << 20, ++end;
-    if (*end == 'G' || *end == 'g') scale = 1 << 30, ++end;
-    if (end == text.c_str() || *end != 0) Usage("not a size: ", text);
-    return value * scale;
+// perftest's size syntax: a number with an optional K, M or G (also KiB, MiB, GiB).
+uint64_t ParseSize(const std::string& flag, const std::string& text) {
+    return ndktools::ParseSize("ndkperf", flag, text, 1, 1ull << 30);
 }
 
-unsigned ParseCount(const std::string& text, unsigned low, unsigned high, const char* what) {
-    char* end = nullptr;
-    const unsigned long value = std::strtoul(text.c_str(), &end, 0);
-    if (end == text.c_str() || *end != 0 || value < low || value > high) Usage(what, " " + text);
-    return static_cast<unsigned>(value);
+unsigned ParseCount(const std::string& flag, const std::string& text, unsigned low, unsigned high) {
+    return static_cast<unsigned>(ndktools::ParseCount("ndkperf", flag, text, low, high));
+}
+
+// -d DEVICE (issue 20 §1: every perftest script passes one): softndk0 or softndk is the adapter over every
+// address of the host; an interface name binds the adapter to it; NAME_IFACE (siw_eth0, rxe_eth0) names the
+// interface IFACE, so a script written for siw or rxe runs unchanged.
+std::string DeviceInterface(const std::string& device) {
+    if (device == "softndk" || device == "softndk0") return "";
+    if (if_nametoindex(device.c_str()) != 0) return device;
+    const size_t underscore = device.find('_');
+    if (underscore != std::string::npos && if_nametoindex(device.substr(underscore + 1).c_str()) != 0)
+        return device.substr(underscore + 1);
+    std::fprintf(stderr,
+                 "ndkperf: -d: no device \"%s\": softndk's are softndk0 (every address of this host), a network "
+                 "interface (ip link), or NAME_IFACE such as siw_eth0; see ndkperf ib_write_bw --help\n",
+                 device.c_str());
+    std::exit(2);
 }
 
 Flags::Inject Injection(const std::string& what) {
@@ -140,28 +164,39 @@ Flags Parse(int argc, char** argv) {
             if (i + 1 >= argc) Usage("a value is missing after ", arg);
             return argv[++i];
         };
-        if (arg == "-R" || arg == "--rdma_cm")
+        if (arg == "-h" || arg == "--help") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        } else if (arg == "-R" || arg == "--rdma_cm")
             flags.rdma_cm = true;
+        else if (arg == "-d" || arg == "--ib-dev")
+            flags.interface = DeviceInterface(next());
+        else if (arg == "-i" || arg == "--ib-port")
+            ParseCount(arg, next(), 1, 1);
+        else if (arg == "-q" || arg == "--qp")
+            ParseCount(arg, next(), 1, 1);
+        else if (arg == "-a" || arg == "--all" || arg == "-b" || arg == "--bidirectional")
+            Usage("not supported yet: ", arg + " (run one -s per invocation, one direction; docs/interop.md)");
         else if (arg == "-F" || arg == "--CPU-freq")
             continue;  // perftest's cpufreq warning: none here
         else if (arg == "-s" || arg == "--size")
-            flags.size = ParseSize(next());
+            flags.size = ParseSize(arg, next());
         else if (arg == "-n" || arg == "--iters")
-            flags.iters = ParseCount(next(), 5, 100000000, "-n must be 5 …");
+            flags.iters = ParseCount(arg, next(), 5, 100000000);
         else if (arg == "-p" || arg == "--port")
-            flags.port = ParseCount(next(), 1, 65535, "bad port");
+            flags.port = ParseCount(arg, next(), 1, 65535);
         else if (arg == "-D" || arg == "--duration")
-            flags.duration = ParseCount(next(), 1, 86400, "bad duration");
+            flags.duration = ParseCount(arg, next(), 1, 86400);
         else if (arg == "-t" || arg == "--tx-depth")
-            flags.tx_depth = ParseCount(next(), 1, 15000, "bad tx depth");
+            flags.tx_depth = ParseCount(arg, next(), 1, 15000);
         else if (arg == "--report_gbits")
             flags.gbits = true;
         else if (arg == "--inject")
             flags.inject = Injection(next());
         else if ((arg == "-r" || arg == "--rx-depth") && flags.verb == Verb::kSend)
-            flags.rx_depth = ParseCount(next(), 3, 16384, "bad rx depth (3 … 16384)");
+            flags.rx_depth = ParseCount(arg, next(), 3, 16384);
         else if ((arg == "-o" || arg == "--outs") && flags.verb == Verb::kRead)
-            flags.out_reads = ParseCount(next(), 1, 65536, "bad outstanding reads");
+            flags.out_reads = ParseCount(arg, next(), 1, 65536);
         else if (arg[0] != '-' && flags.server.empty())
             flags.server = arg;
         else
@@ -183,31 +218,9 @@ Flags Parse(int argc, char** argv) {
     return flags;
 }
 
-const char* StatusName(NTSTATUS status) {
-    switch (status) {
-        case STATUS_CANCELLED:
-            return "STATUS_CANCELLED";
-        case STATUS_INVALID_HANDLE:
-            return "STATUS_INVALID_HANDLE";
-        case STATUS_ACCESS_VIOLATION:
-            return "STATUS_ACCESS_VIOLATION";
-        case STATUS_ACCESS_DENIED:
-            return "STATUS_ACCESS_DENIED";
-        case STATUS_REMOTE_RESOURCES:
-            return "STATUS_REMOTE_RESOURCES";
-        case STATUS_INVALID_PARAMETER:
-            return "STATUS_INVALID_PARAMETER";
-        case STATUS_BUFFER_OVERFLOW:
-            return "STATUS_BUFFER_OVERFLOW";
-        case STATUS_CONNECTION_ABORTED:
-            return "STATUS_CONNECTION_ABORTED";
-        case STATUS_CONNECTION_RESET:
-            return "STATUS_CONNECTION_RESET";
-        case STATUS_CONNECTION_DISCONNECTED:
-            return "STATUS_CONNECTION_DISCONNECTED";
-        default:
-            return "NTSTATUS";
-    }
+const char* StatusNameOf(NTSTATUS status) {
+    const char* name = SoftNdkStatusName(status);
+    return name ? name : "NTSTATUS";
 }
 
 const char* TypeName(NDK_OPERATION_TYPE type) {
@@ -230,7 +243,7 @@ std::string Describe(const NDK_RESULT_EX& result) {
     char cause[160];
     SoftNdkFormatProviderError(result.ProviderErrorCode, cause, sizeof(cause));
     char line[320];
-    std::snprintf(line, sizeof(line), "%s (0x%08X) on a %s, cause %s", StatusName(result.Status),
+    std::snprintf(line, sizeof(line), "%s (0x%08X) on a %s, cause %s", StatusNameOf(result.Status),
                   static_cast<unsigned>(result.Status), TypeName(result.Type), cause);
     return line;
 }
@@ -294,6 +307,8 @@ public:
     explicit Perftest(const Flags& flags) : flags_(flags) {
         SOFTNDK_ADAPTER_CONFIG config;
         SoftNdkInitAdapterConfig(&config);  // the environment's settings (SOFTNDK_TRACE, _MPA_CRC, …) apply
+        if (!flags_.interface.empty())
+            std::snprintf(config.InterfaceName, sizeof(config.InterfaceName), "%s", flags_.interface.c_str());
         Check(SoftNdkOpenAdapter(&config, &adapter_), "SoftNdkOpenAdapter");
         NDK_ADAPTER_INFO info{};
         info.Version.Major = 1;
@@ -619,10 +634,9 @@ private:
 
     SOCKADDR_INET Address(const std::string& text) const {
         SOCKADDR_INET address{};
-        address.Ipv4.sin_family = AF_INET;
-        address.Ipv4.sin_port = htons(static_cast<uint16_t>(flags_.port));
-        if (inet_pton(AF_INET, text.c_str(), &address.Ipv4.sin_addr) != 1)
-            Fail("ndkperf: \"%s\" is not an IPv4 address (perftest takes AF_INET only)", text.c_str());
+        char error[256];
+        if (ndk_resolve(text.c_str(), flags_.port, AF_INET, &address, error, sizeof(error)) == 0)
+            Fail("ndkperf: %s (perftest takes IPv4 only)", error);
         return address;
     }
 

@@ -97,19 +97,13 @@ inline void RaiseDescriptorLimit() {
 }
 
 inline int ParseAddress(const std::string& text, unsigned port, SOCKADDR_INET* address) {
-    std::memset(address, 0, sizeof(*address));
-    if (inet_pton(AF_INET, text.c_str(), &address->Ipv4.sin_addr) == 1) {
-        address->Ipv4.sin_family = AF_INET;
-        address->Ipv4.sin_port = htons(static_cast<uint16_t>(port));
-        return sizeof(SOCKADDR_IN);
+    char error[256];
+    const int length = ndk_resolve(text.c_str(), port, AF_UNSPEC, address, error, sizeof(error));
+    if (length == 0) {
+        std::fprintf(stderr, "ndkperf: -a: %s; see ndkperf --help\n", error);
+        std::exit(2);
     }
-    if (inet_pton(AF_INET6, text.c_str(), &address->Ipv6.sin6_addr) == 1) {
-        address->Ipv6.sin6_family = AF_INET6;
-        address->Ipv6.sin6_port = htons(static_cast<uint16_t>(port));
-        return sizeof(SOCKADDR_IN6);
-    }
-    std::fprintf(stderr, "ndkperf: \"%s\" is not an IPv4 or IPv6 address\n", text.c_str());
-    std::exit(2);
+    return length;
 }
 
 inline SOCKADDR_INET SourceFor(const SOCKADDR_INET& destination) {

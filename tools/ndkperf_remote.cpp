@@ -54,20 +54,23 @@ public:
         std::vector<LatencyRow> latencies;
         const size_t total = options_.tests.size() * options_.sizes.size() + options_.latency_sizes.size();
         size_t step = 0;
+        InstallInterruptHandler();
         for (const std::string& test : options_.tests) {
             for (size_t size : options_.sizes) {
+                if (Interrupted()) break;
                 std::fprintf(stderr, "[%zu/%zu] %s %s ...", ++step, total, test.c_str(), SizeName(size).c_str());
                 rows.push_back(Bandwidth(test, size));
-                std::fprintf(stderr, " %.2f Gb/s\n", rows.back().gbps * 8);
+                std::fprintf(stderr, " %.2f Gb/s\n", rows.back().gbytes_per_s * 8);
             }
         }
         for (size_t size : options_.latency_sizes) {
+            if (Interrupted()) break;
             std::fprintf(stderr, "[%zu/%zu] send ping-pong %s ...", ++step, total, SizeName(size).c_str());
             latencies.push_back(PingPong(size));
             std::fprintf(stderr, " %.1f us one-way\n", latencies.back().one_way_p50_ns / 1e3);
         }
         ConnectionsRow scale{};
-        if (options_.connections > 0) {
+        if (options_.connections > 0 && !Interrupted()) {
             std::fprintf(stderr, "%u connections ...", options_.connections);
             scale = Connections(options_.connections);
             std::fprintf(stderr, " %.0f us each\n", scale.setup_us_per_connection);
@@ -76,8 +79,10 @@ public:
         SendControl(quit);
         Waiter disconnected;
         disconnected.Wait(side_.connector->Dispatch->NdkDisconnect(side_.connector, &Waiter::OnRequest, &disconnected));
+        if (Interrupted())
+            std::fprintf(stderr, "ndkperf: interrupted; the rows below are what was measured (the last one partly)\n");
         Print(options_, rows, latencies, scale, idle_cpu_percent_);
-        return 0;
+        return InterruptedExitStatus();
     }
 
 private:
@@ -122,8 +127,10 @@ private:
         for (ULONG i = 0; i < count; ++i) {
             const NDK_RESULT_EX& result = results[i];
             if (result.Status != STATUS_SUCCESS) {
-                std::fprintf(stderr, "\nndkperf: a request failed: 0x%08X (provider error 0x%X)%s\n",
-                             static_cast<unsigned>(result.Status), result.ProviderErrorCode,
+                char described[256], cause[160];
+                SoftNdkFormatProviderError(result.ProviderErrorCode, cause, sizeof(cause));
+                std::fprintf(stderr, "\nndkperf: a request failed: %s, cause %s%s\n",
+                             ndk_status_describe(result.Status, described, sizeof(described)), cause,
                              g_client_disconnected ? ", the server disconnected" : "");
                 std::exit(1);
             }
@@ -192,7 +199,7 @@ private:
         const auto end =
             start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.seconds));
         uint64_t completed = 0, outstanding = 0;
-        while (Clock::now() < end) {
+        while (Clock::now() < end && !Interrupted()) {
             // A burst of posts rings the doorbell once: DEFER on all but its last (one sendmsg, one TCP segment).
             uint64_t burst = window - outstanding;
             if (kind == Test::kSend) burst = std::min<uint64_t>(burst, credits_);
@@ -218,7 +225,7 @@ private:
         row.test = test;
         row.size = size;
         row.iterations = static_cast<long>(completed);
-        row.gbps = static_cast<double>(size) * static_cast<double>(completed) / elapsed / 1e9;
+        row.gbytes_per_s = static_cast<double>(size) * static_cast<double>(completed) / elapsed / 1e9;
         row.mops = static_cast<double>(completed) / elapsed / 1e6;
         return row;
     }
@@ -228,7 +235,7 @@ private:
         std::vector<double> samples;
         const auto stop =
             Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.seconds));
-        for (int i = 0; i < 100000 && (i < 200 || Clock::now() < stop); ++i) {
+        for (int i = 0; i < 100000 && (i < 200 || Clock::now() < stop) && (i < 21 || !Interrupted()); ++i) {
             const uint64_t before = pongs_;
             const auto t0 = Clock::now();
             while (!Post("send", size)) Pump();
@@ -252,7 +259,8 @@ private:
         const auto start = Clock::now();
         // The wait ends early when the connection does (issue 18 §2: an idle connection whose server vanished is
         // noticed by keepalive, SOFTNDK_PEER_STALL_TIMEOUT_MS).
-        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds && !g_client_disconnected)
+        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds && !g_client_disconnected &&
+               !Interrupted())
             usleep(20000);
         if (g_client_disconnected) {
             std::fprintf(stderr,
@@ -326,12 +334,14 @@ namespace ndkperf {
 void Print(const Options& options, const std::vector<Row>& rows, const std::vector<LatencyRow>& latencies,
            const ConnectionsRow& connections, double idle_cpu_percent) {
     if (options.json) {
-        std::printf("{\"transport\":\"tcp\",\"window\":%u,\"results\":[", options.window);
+        std::printf("{\"schema\":\"%s\",\"transport\":\"tcp\",\"window\":%u,\"results\":[", kJsonSchema,
+                    options.window);
         for (size_t i = 0; i < rows.size(); ++i)
             std::printf(
-                "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbps\":%.4f,\"gbits\":%.4f,\"mops\":%.4f}",
-                i ? "," : "", rows[i].test.c_str(), rows[i].size, rows[i].iterations, rows[i].gbps, rows[i].gbps * 8,
-                rows[i].mops);
+                "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbytes_per_s\":%.4f,\"gbits_per_s\":%.4f,"
+                "\"million_ops_per_s\":%.4f}",
+                i ? "," : "", rows[i].test.c_str(), rows[i].size, rows[i].iterations, rows[i].gbytes_per_s,
+                rows[i].gbytes_per_s * 8, rows[i].mops);
         std::printf("],\"latency\":[");
         for (size_t i = 0; i < latencies.size(); ++i)
             std::printf(
@@ -347,13 +357,13 @@ void Print(const Options& options, const std::vector<Row>& rows, const std::vect
                 connections.count, connections.setup_us_per_connection, connections.client_kib_per_connection,
                 connections.server_kib_per_connection);
         if (idle_cpu_percent >= 0) std::printf(",\"idle_cpu_percent\":%.3f", idle_cpu_percent);
-        std::printf("}\n");
+        std::printf(",\"interrupted\":%s}\n", Interrupted() ? "true" : "false");
         return;
     }
     std::printf("%-6s %9s %10s %10s %10s %10s\n", "test", "size", "iters", "GB/s", "Gb/s", "Mmsg/s");
     for (const Row& r : rows)
         std::printf("%-6s %9s %10ld %10.3f %10.3f %10.3f\n", r.test.c_str(), SizeName(r.size).c_str(), r.iterations,
-                    r.gbps, r.gbps * 8, r.mops);
+                    r.gbytes_per_s, r.gbytes_per_s * 8, r.mops);
     for (const LatencyRow& l : latencies)
         std::printf("send ping-pong %s: one-way p50 %.1f us, p99 %.1f us (%ld round trips)\n", SizeName(l.size).c_str(),
                     l.one_way_p50_ns / 1e3, l.one_way_p99_ns / 1e3, l.iterations);
@@ -365,6 +375,7 @@ void Print(const Options& options, const std::vector<Row>& rows, const std::vect
             connections.server_kib_per_connection);
     if (idle_cpu_percent >= 0)
         std::printf("idle, one connection open: %.3f %% of a core for this process\n", idle_cpu_percent);
+    if (Interrupted()) std::printf("(interrupted: partial results)\n");
 }
 
 }  // namespace ndkperf

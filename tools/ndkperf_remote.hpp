@@ -2,6 +2,8 @@
 // processes or hosts (ndkperf_remote.cpp).
 #pragma once
 
+#include <atomic>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -26,12 +28,34 @@ struct Options {
     double idle_seconds = 0;   // remote client: first sit idle this long and report the process's CPU use
 };
 
+// Ctrl-C (issue 20 §1, as perftest and ping): the first SIGINT or SIGTERM ends the measurement under way; the
+// rows measured so far are printed, marked partial, and the process exits 128 + the signal (130 for SIGINT). A
+// second signal ends the process at once (the handler resets itself).
+inline std::atomic<int> g_interrupt_signal{0};
+inline bool Interrupted() {
+    return g_interrupt_signal.load(std::memory_order_relaxed) != 0;
+}
+inline void InstallInterruptHandler() {
+    struct sigaction action {};
+    action.sa_handler = [](int signal_number) { g_interrupt_signal.store(signal_number); };
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+}
+// The exit status of a run that was interrupted, after its partial summary; 0 otherwise.
+inline int InterruptedExitStatus() {
+    return Interrupted() ? 128 + g_interrupt_signal.load() : 0;
+}
+
+// The --json schema of every ndkperf mode (docs/tools.md, "ndkperf --json"); keys carry their units.
+inline constexpr const char* kJsonSchema = "softndk-ndkperf/2";
+
 struct Row {
     std::string test;
     size_t size = 0;
     long iterations = 0;
-    double gbps = 0;  // GB/s (bytes)
-    double memcpy_gbps = 0;
+    double gbytes_per_s = 0;  // 10^9 bytes per second
+    double memcpy_gbytes_per_s = 0;
     double p50_ns = 0;
     double p99_ns = 0;
     double mops = 0;

@@ -6,6 +6,7 @@
  * Usage: ndkping [--server | --client] [-a address] [-p port] [-c count] [-s size] [--pend|--random]
  *        ndkping --rping -s|-c [rping's flags]   (rping's own protocol, for Linux siw and iWARP NICs) */
 #include <arpa/inet.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -55,6 +56,37 @@ static void on_connect(PVOID context, NDK_CONNECTOR* connector) {
 static void on_cq(PVOID context, NTSTATUS status) {
     (void)context;
     (void)status;
+}
+
+/* The statistics block, as ping prints it. */
+static void format_summary(char* buffer, size_t length, int done, int verified, double best, double total, double worst,
+                           const char* ending) {
+    if (done == 0)
+        snprintf(buffer, length, "--- ndkping statistics ---\nno iterations%s\n", ending);
+    else
+        snprintf(buffer, length,
+                 "--- ndkping statistics ---\n%d iterations, %d verified, %d errors, min/avg/max = %.1f/%.1f/%.1f "
+                 "us%s\n",
+                 done, verified, done - verified, best, total / done, worst, ending);
+}
+
+/* SIGINT or SIGTERM: the partial statistics, then exit 128 + the signal, 130 for Ctrl-C (issue 20 §1, as ping).
+ * main keeps the text current in one of two buffers and flips the index after writing the other, so the handler
+ * only reads a finished text and calls write(2) and _exit, which are async-signal-safe. */
+static char g_summary[2][320];
+static atomic_int g_summary_index;
+
+static void publish_summary(int done, int verified, double best, double total, double worst) {
+    const int next = 1 - atomic_load(&g_summary_index);
+    format_summary(g_summary[next], sizeof(g_summary[next]), done, verified, best, total, worst, " (interrupted)");
+    atomic_store(&g_summary_index, next);
+}
+
+static void on_interrupt(int signal_number) {
+    const char* text = g_summary[atomic_load(&g_summary_index)];
+    ssize_t written = write(STDOUT_FILENO, text, strlen(text));
+    (void)written;
+    _exit(128 + signal_number);
 }
 
 static NDK_RESULT_EX poll_one(side_t* side) {
@@ -144,19 +176,6 @@ static void post_control_receive(side_t* side) {
     ndk_check(side->qp->Dispatch->NdkReceive(side->qp, NULL, &s, 1), "NdkReceive");
 }
 
-static int parse_address(const char* text, SOCKADDR_INET* address) {
-    memset(address, 0, sizeof(*address));
-    if (inet_pton(AF_INET, text, &address->Ipv4.sin_addr) == 1) {
-        address->Ipv4.sin_family = AF_INET;
-        return sizeof(SOCKADDR_IN);
-    }
-    if (inet_pton(AF_INET6, text, &address->Ipv6.sin6_addr) == 1) {
-        address->Ipv6.sin6_family = AF_INET6;
-        return sizeof(SOCKADDR_IN6);
-    }
-    return 0;
-}
-
 int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
         if (strcmp(argv[i], "--rping") == 0) return ndkping_rping_main(argc, argv);
@@ -205,9 +224,11 @@ int main(int argc, char** argv) {
         }
     }
     SOCKADDR_INET address;
-    int address_length = parse_address(address_text, &address);
+    char resolve_error[256];
+    int address_length = ndk_resolve(address_text, port_number, AF_UNSPEC, &address, resolve_error,
+                                     sizeof(resolve_error));
     if (address_length == 0) {
-        fprintf(stderr, "ndkping: -a: \"%s\" is not an IPv4 or IPv6 address; see ndkping --help\n", address_text);
+        fprintf(stderr, "ndkping: -a: %s; see ndkping --help\n", resolve_error);
         return 2;
     }
     if (!serve && !ping) {
@@ -218,11 +239,12 @@ int main(int argc, char** argv) {
         fprintf(stderr, "ndkping: --client needs the server's -a ADDRESS and -p PORT; see ndkping --help\n");
         return 2;
     }
-    if (address.si_family == AF_INET)
-        address.Ipv4.sin_port = htons((USHORT)port_number);
-    else
-        address.Ipv6.sin6_port = htons((USHORT)port_number);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    publish_summary(0, 0, 0, 0, 0);
+    struct sigaction interrupt = {0};
+    interrupt.sa_handler = on_interrupt;
+    sigaction(SIGINT, &interrupt, NULL);
+    sigaction(SIGTERM, &interrupt, NULL);
     side_t server = {0}, client = {0};
     if (serve) open_side(&server, mode);
     if (ping) open_side(&client, mode);
@@ -340,8 +362,11 @@ int main(int argc, char** argv) {
         int iteration = i;
         if (serve) { /* 2. the server fast-registers its buffer and answers with the token */
             NDK_RESULT_EX received;
-            if (!poll_or_disconnect(&server, &received) || received.Status == STATUS_CANCELLED)
-                break; /* the client is done: it disconnected, or its stream ended and flushed the receive */
+            if (!poll_or_disconnect(&server, &received) || received.Status == STATUS_CANCELLED) {
+                /* the client is done: it disconnected, or its stream ended and flushed the receive */
+                if (!ping) printf("ndkping: the client left after %d iterations\n", done);
+                break;
+            }
             ndk_check(received.Status, "ping receive");
             length = server.control[1].length;
             iteration = (int)server.control[1].address;
@@ -381,7 +406,10 @@ int main(int argc, char** argv) {
         UINT32 retired = token;
         if (serve) {
             NDK_RESULT_EX invalidated;
-            if (!poll_or_disconnect(&server, &invalidated) || invalidated.Status == STATUS_CANCELLED) break;
+            if (!poll_or_disconnect(&server, &invalidated) || invalidated.Status == STATUS_CANCELLED) {
+                if (!ping) printf("ndkping: the client left during iteration %d\n", iteration);
+                break;
+            }
             ndk_check(invalidated.Status, "receive-and-invalidate");
             retired = (UINT32)invalidated.TypeSpecificCompletionOutput;
             post_control_receive(&server);
@@ -394,15 +422,15 @@ int main(int argc, char** argv) {
         worst = micros > worst ? micros : worst;
         verified += ok;
         ++done;
+        publish_summary(done, verified, best, total, worst);
         printf(
             "ping %d: send ok, fast-register token 0x%08x, write %u B ok, read ok, %s, invalidated 0x%08x, %.1f us\n",
             iteration, token, length, ok ? "verified" : "MISMATCH", (unsigned)retired, micros);
     }
-    if (done == 0)
-        printf("--- ndkping statistics ---\nno iterations: the client went away first\n");
-    else
-        printf("--- ndkping statistics ---\n%d iterations, %d verified, %d errors, min/avg/max = %.1f/%.1f/%.1f us\n",
-               done, verified, done - verified, best, total / done, worst);
+    char summary[320];
+    format_summary(summary, sizeof(summary), done, verified, best, total, worst,
+                   done == 0 ? ": the client went away first" : "");
+    fputs(summary, stdout);
 
     /* A graceful disconnect over the wire (CM-24), then clean up, children first. */
     side_t* mine = ping ? &client : &server;

@@ -168,8 +168,11 @@ static int rping_expect(rping_t* r, NDK_OPERATION_TYPE type, const char* what, N
         found = 1;
     }
     if (result.Status != STATUS_SUCCESS || result.Type != type) {
-        fprintf(stderr, "ndkping --rping: %s failed: status 0x%08X, type %d, provider error 0x%x\n", what,
-                (unsigned)result.Status, (int)result.Type, (unsigned)result.ProviderErrorCode);
+        const char* name = SoftNdkStatusName(result.Status);
+        char cause[160];
+        SoftNdkFormatProviderError(result.ProviderErrorCode, cause, sizeof(cause));
+        fprintf(stderr, "ndkping --rping: %s failed: %s (0x%08X), type %d, cause %s\n", what, name ? name : "NTSTATUS",
+                (unsigned)result.Status, (int)result.Type, cause);
         exit(1);
     }
     if (type == NdkOperationTypeReceive && result.BytesTransferred != RPING_INFO) {
@@ -381,18 +384,11 @@ int ndkping_rping_main(int argc, char** argv) {
     }
     if (address_text == NULL) address_text = "0.0.0.0";
     SOCKADDR_INET address;
-    memset(&address, 0, sizeof(address));
-    ULONG length = 0;
-    if (inet_pton(AF_INET, address_text, &address.Ipv4.sin_addr) == 1) {
-        address.Ipv4.sin_family = AF_INET;
-        address.Ipv4.sin_port = htons((USHORT)port);
-        length = sizeof(SOCKADDR_IN);
-    } else if (inet_pton(AF_INET6, address_text, &address.Ipv6.sin6_addr) == 1) {
-        address.Ipv6.sin6_family = AF_INET6;
-        address.Ipv6.sin6_port = htons((USHORT)port);
-        length = sizeof(SOCKADDR_IN6);
-    } else {
-        fprintf(stderr, "ndkping --rping: bad address %s\n", address_text);
+    char resolve_error[256];
+    const ULONG length =
+        (ULONG)ndk_resolve(address_text, (unsigned)port, AF_UNSPEC, &address, resolve_error, sizeof(resolve_error));
+    if (length == 0) {
+        fprintf(stderr, "ndkping --rping: -a: %s\n", resolve_error);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -43,6 +43,19 @@ expect 0 '"size":1048576' -- --test write --sizes 1MiB --seconds 0.01 --json
 closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens at that address and port' -- \
   --client -a 127.0.0.1 -p "$closed"
+expect 2 'resolving it as a host name failed' -- --client -a no-such-host.invalid -p 1
+expect 0 '"schema":"softndk-ndkperf/2"' -- --test write --sizes 64 --seconds 0.01 --json
+expect 0 '"gbytes_per_s":' -- --test write --sizes 64 --seconds 0.01 --json
+# perftest mode (issue 20 §1): help, -d as perftest scripts pass it, honest refusals of what is not built
+expect 0 '-d, --ib-dev DEVICE' -- ib_write_bw --help
+expect 0 'usage: ndkperf ib_write_bw' -- ib_read_bw -h
+expect 2 '-d: no device "mlx5_0"' -- ib_write_bw -R -d mlx5_0
+expect 2 'not supported yet: -a' -- ib_write_bw -R -d lo -a
+expect 2 'not supported yet: -a' -- ib_write_bw -R -d siw_lo -a
+expect 2 'not supported yet: -b' -- ib_send_bw -R -d softndk0 -b
+expect 2 '-q: "2" is not a whole number from 1 to 1' -- ib_write_bw -R -q 2
+expect 2 '-s: "4x"' -- ib_write_bw -R -s 4x
+expect 2 'unsupported flag --bogus; see ndkperf ib_write_bw --help' -- ib_write_bw -R --bogus
 tool="$ndkping"
 expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens' -- --client -a 127.0.0.1 -p "$closed"
 expect 2 'did you mean --rping' -- -s -a 127.0.0.1
@@ -52,6 +65,36 @@ expect 2 "--client needs the server's -a ADDRESS and -p PORT" -- --client -a 127
 expect 2 'unknown flag --bogus; see ndkping --help' -- --bogus
 expect 0 'usage: ndkping' -- --help
 expect 0 '2 iterations, 2 verified, 0 errors' -- -s 4k -c 2
+expect 0 '2 iterations, 2 verified, 0 errors' -- -a localhost -c 2
+expect 2 '-a: "no-such-host.invalid" is not an address, and resolving it as a host name failed' -- \
+  --client -a no-such-host.invalid -p 1
+
+# Ctrl-C (issue 20 §1): the partial summary, exit 130, as ping and perftest; a listening server likewise.
+interrupt() {  # interrupt SECONDS EXIT WORDS -- ARGS...
+  local after="$1" want="$2" words="$3"
+  shift 4
+  local out status
+  out=$(mktemp)
+  "$tool" "$@" >"$out" 2>&1 &
+  local pid=$!
+  sleep "$after"
+  kill -INT "$pid"
+  wait "$pid"
+  status=$?
+  if [ "$status" -ne "$want" ] || ! grep -qF -- "$words" "$out"; then
+    echo "FAIL $(basename "$tool") $* + SIGINT: exit $status (want $want), output: $(tail -3 "$out")"
+    failed=1
+  else
+    echo "ok   $(basename "$tool") $* + SIGINT after ${after} s: exit $status, $(grep -F -- "$words" "$out" | head -1)"
+  fi
+  rm -f "$out"
+}
+interrupt 2 130 'no iterations (interrupted)' -- --server
+interrupt 3 130 'iterations, ' -- -c 100000000 -s 64
+tool="$ndkperf"
+interrupt 3 130 '(interrupted: partial results)' -- --test write --sizes 64,4096 --seconds 20
+interrupt 3 130 '"interrupted":true' -- --test write --sizes 64 --seconds 20 --json
+tool="$ndkping"
 tool="$ndkinfo"
 expect 2 'unknown flag --bogus; see ndkinfo --help' -- --bogus
 expect 0 'usage: ndkinfo' -- --help

@@ -86,7 +86,7 @@ fi
 if "$ndkperf" ib_write_bw -R -n 100 -D 2 >"$log/refused" 2>&1 || ! grep -q "exclude each other" "$log/refused"; then
   echo "FAIL -D with -n must be refused"; failed=1
 fi
-if "$ndkperf" ib_write_bw -R ::1 >"$log/refused" 2>&1 || ! grep -q "not an IPv4 address" "$log/refused"; then
+if "$ndkperf" ib_write_bw -R ::1 >"$log/refused" 2>&1 || ! grep -q "is an IPv6 address; an IPv4 address or host name is needed" "$log/refused"; then
   echo "FAIL an IPv6 server address must be refused (perftest takes AF_INET only)"; failed=1
 fi
 exit $failed

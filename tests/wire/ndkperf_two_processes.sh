@@ -34,7 +34,7 @@ report = json.load(open(sys.argv[1]))
 rows = report["results"]
 assert {(r["test"], r["size"]) for r in rows} == {(t, s) for t in ("write", "read", "send") for s in (64, 65536, 1048576)}, rows
 # Every test moved data. The rates are rounded to 4 decimals, so a loaded machine's 64 B rate can print as 0.
-assert all(r["iterations"] > 0 and r["gbps"] >= 0 and r["gbits"] >= 0 for r in rows), rows
+assert all(r["iterations"] > 0 and r["gbytes_per_s"] >= 0 and r["gbits_per_s"] >= 0 for r in rows), rows
 assert [l["size"] for l in report["latency"]] == [64, 4096] and all(l["one_way_p50_ns"] > 0 for l in report["latency"])
 assert report["connections"]["count"] == 20 and report["connections"]["setup_us_per_connection"] > 0
 print("ndkperf between two processes:", len(rows), "bandwidth rows,", len(report["latency"]), "latency rows, 20 connections")

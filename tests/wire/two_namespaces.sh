@@ -21,7 +21,7 @@ cleanup() {
     ip netns pids "$b" 2>/dev/null | xargs -r kill 2>/dev/null || true
     ip netns del "$a" 2>/dev/null || true
     ip netns del "$b" 2>/dev/null || true
-    rm -rf "$log"
+    rm -rf "$log" "/etc/netns/$a"
 }
 trap cleanup EXIT
 if ! ip netns add "$a" 2>"$log/err" || ! ip netns add "$b" 2>>"$log/err"; then
@@ -50,6 +50,31 @@ wait || { echo "ndkping server failed:"; cat "$log/server"; exit 1; }
 tail -1 "$log/client"
 grep -q "30 iterations, 30 verified, 0 errors" "$log/client"
 grep -q "30 iterations, 30 verified, 0 errors" "$log/server"
+
+echo "== no SOFTNDK_INTERFACE: the default adapter owns the host's addresses and the route picks the source"
+# Issue 20 §1: before, a client in another host failed with "the source address is not an address of this
+# adapter (CM-04)" unless SOFTNDK_INTERFACE named the interface. The peer is named by a host name here
+# (ip netns exec mounts /etc/netns/NAME/hosts over /etc/hosts), resolved as rping resolves it.
+mkdir -p "/etc/netns/$a"
+printf '%s sndk-peer-%s\n' "$prefix.2" "$tag" >"/etc/netns/$a/hosts"
+port=$((20000 + RANDOM % 20000))
+ip netns exec "$b" env -u SOFTNDK_INTERFACE "$ndkping" --server -a "$prefix.2" -p "$port" >"$log/plain-server" 2>&1 &
+for _ in $(seq 50); do grep -q "listening" "$log/plain-server" 2>/dev/null && break; sleep 0.1; done
+if ! ip netns exec "$a" env -u SOFTNDK_INTERFACE timeout 60 "$ndkping" --client -a "sndk-peer-$tag" -p "$port" \
+        -c 5 >"$log/plain-client" 2>&1; then
+    echo "ndkping without SOFTNDK_INTERFACE failed:"; cat "$log/plain-client" "$log/plain-server"; exit 1
+fi
+wait || { echo "ndkping server without SOFTNDK_INTERFACE failed:"; cat "$log/plain-server"; exit 1; }
+grep -q "5 iterations, 5 verified, 0 errors" "$log/plain-client"
+tail -1 "$log/plain-client"
+echo "SOFTNDK_INTERFACE restricts the choice: bound to lo, the client's route source is refused, and says why"
+if ip netns exec "$a" env SOFTNDK_INTERFACE=lo timeout 60 "$ndkping" --client -a "$prefix.2" -p "$port" -c 1 \
+        >"$log/restricted" 2>&1; then
+    echo "a client bound to lo connected from $prefix.1:"; cat "$log/restricted"; exit 1
+fi
+grep -q "STATUS_INVALID_ADDRESS (0xC0000141)" "$log/restricted" && grep -q "bound to interface lo" "$log/restricted" \
+    || { echo "the refusal does not say why:"; cat "$log/restricted"; exit 1; }
+grep -m1 "STATUS_INVALID_ADDRESS" "$log/restricted"
 
 echo "== ndkperf between the namespaces"
 port=$((20000 + RANDOM % 20000))
