@@ -37,7 +37,8 @@ echo "installed tools run from $prefix"
 # Installing touches /usr, so only as root, and not over a softndk package someone installed by hand.
 (cd "$build" && cpack -G DEB >/dev/null)
 deb=$(ls "$build"/softndk_*.deb)
-dpkg-deb --contents "$deb" | grep -qE '/usr/bin/ndkperf$' || { echo "the package lacks the tools"; exit 1; }
+contents=$(dpkg-deb --contents "$deb")
+grep -qE '/usr/bin/ndkperf$' <<<"$contents" || { echo "the package lacks the tools"; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
   echo "package: built $(basename "$deb"); not installed (needs root)"
   exit 0
@@ -63,7 +64,7 @@ env -u LD_LIBRARY_PATH "$work/deb-sample/first_consumer" >/dev/null
 files=$(dpkg -L softndk | grep -vE '^/\.$|^/usr(/[a-z0-9_-]+)?$')
 dpkg -r softndk >/dev/null
 removed=1
-left=$(for f in $files; do [ -e "$f" ] && [ ! -d "$f" ] && echo "$f"; done)
+left=$(for f in $files; do if [ -e "$f" ] && [ ! -d "$f" ]; then echo "$f"; fi; done)
 [ -z "$left" ] || { echo "dpkg -r left files behind: $left"; exit 1; }
 echo "package: $(basename "$deb") installed with dpkg; tools, find_package, pkg-config and the sample work from it;"
 echo "dpkg -r removed every file"
