@@ -216,8 +216,10 @@ int main(int argc, char** argv) {
         int sends = 1;
         while (word != DONE || sends > 0) sends -= poll_cq(&s, &word);
         const double elapsed = now() - start;
-        printf("{\"test\":\"fi_rma_write_bw\",\"provider\":\"tcp\",\"size\":%zu,\"iterations\":%ld,\"gbits_per_s\":%.4f}\n",
-               size, completed, (double)size * (double)completed * 8 / elapsed / 1e9);
+        printf(
+            "{\"test\":\"fi_rma_write_bw\",\"provider\":\"tcp\",\"size\":%zu,\"iterations\":%ld,\"gbits_per_s\":%.4f}"
+            "\n",
+            size, completed, (double)size * (double)completed * 8 / elapsed / 1e9);
         fflush(stdout);
     }
     send_word(&s, QUIT);

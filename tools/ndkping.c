@@ -225,8 +225,8 @@ int main(int argc, char** argv) {
     }
     SOCKADDR_INET address;
     char resolve_error[256];
-    int address_length = ndk_resolve(address_text, port_number, AF_UNSPEC, &address, resolve_error,
-                                     sizeof(resolve_error));
+    int address_length =
+        ndk_resolve(address_text, port_number, AF_UNSPEC, &address, resolve_error, sizeof(resolve_error));
     if (address_length == 0) {
         fprintf(stderr, "ndkping: -a: %s; see ndkping --help\n", resolve_error);
         return 2;
