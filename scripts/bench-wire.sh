@@ -5,12 +5,13 @@
 #   - iperf3, one stream, the same message sizes (-l);
 #   - libfabric's tcp provider: RMA write bandwidth (bench/fi_rma_write_bw) and fi_pingpong (message ping-pong);
 #   - a raw TCP ping-pong that busy-polls (bench/tcp_pingpong);
-#   - the 1 MiB write and 64 B one-way targets again in 5 interleaved rounds (medians).
+#   - all of it in ROUNDS interleaved rounds; every figure reported is the median of the rounds.
 # Writes build/release/bench-wire/*.json, then bench/wire_report.py prints the table and draws
-# docs/wire-bandwidth.png. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT]
+# docs/wire-bandwidth.png from the same medians. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT [ROUNDS]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-1}"
+seconds="${1:-0.5}"
+rounds="${2:-5}"
 scripts/install-deps.sh
 packages=(iperf3 libfabric-bin libfabric-dev gnuplot-nox)
 missing=()
@@ -28,7 +29,7 @@ cmake --preset release >/dev/null  # again: finds libfabric-dev when it was just
 cmake --build --preset release -j"$(nproc)" --target ndkperf tcp_pingpong fi_rma_write_bw >/dev/null
 out=build/release/bench-wire
 mkdir -p "$out"
-rm -f "$out"/*.json
+rm -f "$out"/*.json "$out"/*.jsonl "$out"/*.txt
 ndkperf=build/release/tools/ndkperf
 sizes=64,256,1024,4096,16384,65536,262144,1048576,4194304
 port() { echo $((20000 + RANDOM % 20000)); }
@@ -36,12 +37,36 @@ wait_listening() { for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && retu
 # A TCP port in LISTEN (a busy machine may take more than a fixed sleep to start a server).
 wait_port() { for _ in $(seq 200); do ss -ltnH "sport = :$1" | grep -q . && return; sleep 0.05; done; }
 
-echo "== ndkperf (two processes, iWARP/TCP loopback)"
+# The sweep, in ROUNDS interleaved rounds (default 5): on 2 vCPUs each tool lands in a fast or a slow thread
+# placement from run to run, so one sample per tool can compare a fast baseline with a slow ndkperf or the other
+# way round. Every figure of the report, its table, its targets and its plot, is the median of the rounds.
+for round in $(seq "$rounds"); do
+  echo "== round $round of $rounds: ndkperf (two processes, iWARP/TCP loopback), iperf3, libfabric, raw TCP"
+  p=$(port)
+  "$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
+  wait_listening "$out/ndkperf-server.log" listening
+  "$ndkperf" --client -a 127.0.0.1 -p "$p" --test all --sizes "$sizes" --seconds "$seconds" --window 16 \
+      --latency-sizes 64 --json >"$out/round-$round-ndkperf.json"
+  wait
+  for size in ${sizes//,/ }; do
+    p=$(port)
+    iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+    wait_port "$p"
+    iperf3 -c 127.0.0.1 -p "$p" -l "$((size > 1048576 ? 1048576 : size))" -t "$seconds" -J \
+        >"$out/round-$round-iperf3-$size.json"  # iperf3 takes -l ≤ 1 MiB
+    wait
+  done
+  build/release/bench/fi_rma_write_bw --sizes "$sizes" --seconds "$seconds" --window 16 \
+      >"$out/round-$round-fi_rma_write_bw.jsonl"
+  build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/round-$round-tcp_pingpong.json"
+done
+
+echo "== ndkperf, idle with one connection open (5 s)"
 p=$(port)
-"$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
+"$ndkperf" --server -a 127.0.0.1 -p "$p" --max-size 65536 >"$out/ndkperf-server.log" 2>&1 &
 wait_listening "$out/ndkperf-server.log" listening
-"$ndkperf" --client -a 127.0.0.1 -p "$p" --test all --sizes "$sizes" --seconds "$seconds" --window 16 \
-    --latency-sizes 64 --idle 5 --json >"$out/ndkperf.json"
+"$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 64 --seconds 0.1 --latency-sizes 64 --idle 5 \
+    --json >"$out/ndkperf-idle.json"
 wait
 
 echo "== ndkperf Send ping-pong with the progress threads' busy-poll window off (SOFTNDK_BUSY_POLL_US=0)"
@@ -60,18 +85,6 @@ wait_listening "$out/ndkperf-server.log" listening
     --connections 1000 --json >"$out/ndkperf-connections.json"
 wait
 
-echo "== iperf3 (one stream)"
-for size in ${sizes//,/ }; do
-  p=$(port)
-  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
-  wait_port "$p"
-  iperf3 -c 127.0.0.1 -p "$p" -l "$((size > 1048576 ? 1048576 : size))" -t "$seconds" -J >"$out/iperf3-$size.json"  # -l ≤ 1 MiB
-  wait
-done
-
-echo "== libfabric tcp RMA write bandwidth (bench/fi_rma_write_bw, msg endpoints, window 16)"
-build/release/bench/fi_rma_write_bw --sizes "$sizes" --seconds "$seconds" --window 16 >"$out/fi_rma_write_bw.jsonl"
-
 echo "== libfabric tcp message ping-pong (fi_pingpong, msg endpoints)"
 for size in 64 1024 65536 1048576; do
   iterations=$((size >= 65536 ? 500 : 5000))
@@ -80,30 +93,6 @@ for size in 64 1024 65536 1048576; do
   wait_port "$p"
   timeout 120 fi_pingpong -p tcp -e msg -P "$p" -I "$iterations" -S "$size" 127.0.0.1 >"$out/fi_pingpong-$size.txt"
   wait
-done
-
-echo "== raw TCP busy-poll ping-pong"
-build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/tcp_pingpong.json"
-
-# The headline targets again, in 5 interleaved rounds: on 2 vCPUs each of these lands in a fast or a slow
-# thread placement from run to run, so one sample per tool can compare a fast baseline with a slow ndkperf (or
-# the other way round). The report takes the median of each.
-echo "== 5 interleaved rounds: 1 MiB write (ndkperf, iperf3, libfabric) and 64 B one-way (ndkperf, raw TCP)"
-for round in 1 2 3 4 5; do
-  p=$(port)
-  "$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
-  wait_listening "$out/ndkperf-server.log" listening
-  "$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 1048576 --seconds "$seconds" --window 16 \
-      --latency-sizes 64 --json >"$out/round-$round-ndkperf.json"
-  wait
-  p=$(port)
-  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
-  wait_port "$p"
-  iperf3 -c 127.0.0.1 -p "$p" -l 1048576 -t "$seconds" -J >"$out/round-$round-iperf3.json"
-  wait
-  build/release/bench/fi_rma_write_bw --sizes 1048576 --seconds "$seconds" --window 16 \
-      >"$out/round-$round-fi_rma_write_bw.jsonl"
-  build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/round-$round-tcp_pingpong.json"
 done
 
 python3 bench/wire_report.py "$out" docs/wire-bandwidth.png

@@ -19,6 +19,17 @@ inline NTSTATUS InvalidParameter(const char* why) {
     return STATUS_INVALID_PARAMETER;
 }
 
+// Issue 19 §2: objects of two devices cannot be combined; the refusal names both, by what they own.
+inline NTSTATUS ForeignAdapters(const char* call, const char* what, const AdapterObject& theirs, const char* other,
+                                const AdapterObject& ours) {
+    SetLastErrorText(
+        "%s: the %s belongs to adapter %p (%s), the %s to adapter %p (%s): objects of two devices (two interfaces, "
+        "or two SoftNdkOpenAdapter calls) cannot be combined; create them through opens of one interface",
+        call, what, static_cast<const void*>(&theirs), DescribeOwnedAddresses(theirs).c_str(), other,
+        static_cast<const void*>(&ours), DescribeOwnedAddresses(ours).c_str());
+    return STATUS_INVALID_PARAMETER;
+}
+
 // `work(finish)` does the request and returns its status; it may return STATUS_PENDING itself, and then
 // must call `finish(status)` exactly once later. `object` is kept alive until the request completes. `undo()`
 // runs exactly once if the request fails, inline or asynchronously (injected failures included), before the

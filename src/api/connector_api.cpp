@@ -155,7 +155,8 @@ NTSTATUS CommonConnectChecks(ConnectorObject* connector, QpObject* qp, const PVO
                              NDK_FN_REQUEST_COMPLETION completion) {
     if (connector == nullptr || qp == nullptr || completion == nullptr)
         return InvalidParameter("NdkConnect: NULL or foreign connector, QP or RequestCompletion");
-    if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkConnect: the QP belongs to another adapter");
+    if (qp->pd->adapter != connector->adapter)
+        return ForeignAdapters("NdkConnect", "QP", *qp->pd->adapter, "connector", *connector->adapter);
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCallerData, "NdkConnect");
     if (!NT_SUCCESS(status)) return status;
     // A connector whose last attempt failed may try again; one that connected (or is connecting) may not.
@@ -255,7 +256,8 @@ NTSTATUS AcceptCommon(NDK_CONNECTOR* handle, NDK_QP* qp_handle, ULONG inbound, U
     QpObject* qp = FromHandle<QpObject>(qp_handle);
     if (connector == nullptr || qp == nullptr || completion == nullptr)
         return InvalidParameter("NdkAccept: NULL or foreign connector, QP or RequestCompletion");
-    if (qp->pd->adapter != connector->adapter) return InvalidParameter("NdkAccept: the QP belongs to another adapter");
+    if (qp->pd->adapter != connector->adapter)
+        return ForeignAdapters("NdkAccept", "QP", *qp->pd->adapter, "connector", *connector->adapter);
     NTSTATUS status = CheckPrivateData(data, length, connector->adapter->info.MaxCalleeData, "NdkAccept");
     if (!NT_SUCCESS(status)) return status;
     std::shared_ptr<cm::ConnectionSide> side = connector->side;

@@ -266,7 +266,8 @@ NTSTATUS CreateQp(NDK_PD* handle, NDK_CQ* receive_cq, NDK_CQ* initiator_cq, PVOI
         return InvalidParameter("NdkCreateQp: NULL PD, CQ, CreateCompletion or ppNdkQp");
     const NDK_ADAPTER_INFO& info = pd->adapter->info;
     if (rcq->adapter != pd->adapter || icq->adapter != pd->adapter)
-        return InvalidParameter("NdkCreateQp: CQ of another adapter");
+        return ForeignAdapters("NdkCreateQp", "CQ", rcq->adapter != pd->adapter ? *rcq->adapter : *icq->adapter, "PD",
+                               *pd->adapter);
     if (receive_depth == 0 || receive_depth > info.MaxReceiveQueueDepth || initiator_depth == 0 ||
         initiator_depth > info.MaxInitiatorQueueDepth || max_receive_sge > info.MaxReceiveRequestSge ||
         max_initiator_sge > info.MaxInitiatorRequestSge || inline_size > info.MaxInlineDataSize)

@@ -25,12 +25,22 @@ struct Registration {
     uint32_t captures = 0;
 };
 
+// Issue 19 §2: one device per interface, as a NIC is one. Every WskOpenNdkAdapter of an IfIndex is a handle on
+// the same NDK_ADAPTER, so objects created through one open work with objects created through another; the
+// device closes with its last open (which waits for every object, LIFE-15), an earlier close returns at once.
+struct Device {
+    NDK_ADAPTER* adapter = nullptr;
+    std::multiset<Registration*> opens;  // one entry per open, by the WSK client that made it
+};
+
 struct State {
     std::mutex mutex;
+    std::mutex open_close;  // orders the opens and closes of devices (SoftNdkOpenAdapter runs outside `mutex`)
     std::condition_variable released;
     std::map<NET_IFINDEX, SOFTNDK_ADAPTER_CONFIG> interfaces;
     std::set<Registration*> registrations;
-    std::map<NDK_ADAPTER*, Registration*> adapters;
+    std::map<NET_IFINDEX, Device> devices;
+    std::map<NDK_ADAPTER*, NET_IFINDEX> adapters;  // a device's adapter -> its interface
 };
 State& Wsk() {
     static auto* state = new State();
@@ -81,8 +91,9 @@ NTSTATUS WSKAPI OpenNdkAdapter(PWSK_CLIENT Client, NDK_VERSION NdkVersion, NET_I
     if (registration == nullptr || ppNdkAdapter == nullptr) return STATUS_INVALID_PARAMETER;
     SoftNdkKmConfigureFromEnvironment();
     SOFTNDK_ADAPTER_CONFIG config;
+    State& state = Wsk();
+    std::lock_guard open_close(state.open_close);
     {
-        State& state = Wsk();
         std::lock_guard lock(state.mutex);
         auto it = state.interfaces.find(IfIndex);
         if (it == state.interfaces.end()) {
@@ -90,17 +101,26 @@ NTSTATUS WSKAPI OpenNdkAdapter(PWSK_CLIENT Client, NDK_VERSION NdkVersion, NET_I
             return STATUS_NOT_FOUND;
         }
         config = it->second;
+        // AI-08 negotiation is the provider's: 1.0 … 1.2 open and report 1.2; NDK 2.x answers
+        // NDIS_STATUS_BAD_VERSION so the consumer falls back (spec decision "NDK 2.x"). The same for every open.
+        auto device = state.devices.find(IfIndex);
+        if (device != state.devices.end() && NdkVersion.Major == NDK_VERSION_MAJOR &&
+            NdkVersion.Minor <= NDK_VERSION_1_2_MINOR) {
+            device->second.opens.insert(registration);  // issue 19 §2: another handle on the same device
+            *ppNdkAdapter = device->second.adapter;
+            return STATUS_SUCCESS;
+        }
     }
-    // AI-08 negotiation is the provider's: 1.0 … 1.2 open and report 1.2; NDK 2.x answers
-    // NDIS_STATUS_BAD_VERSION so the consumer falls back (spec decision "NDK 2.x").
     config.RequestedVersion = NdkVersion;
     NDK_ADAPTER* adapter = nullptr;
     NTSTATUS status = SoftNdkOpenAdapter(&config, &adapter);
     if (!NT_SUCCESS(status)) return status;
     {
-        State& state = Wsk();
         std::lock_guard lock(state.mutex);
-        state.adapters[adapter] = registration;
+        Device& device = state.devices[IfIndex];
+        device.adapter = adapter;
+        device.opens.insert(registration);
+        state.adapters[adapter] = IfIndex;
     }
     *ppNdkAdapter = adapter;
     return STATUS_SUCCESS;
@@ -108,13 +128,23 @@ NTSTATUS WSKAPI OpenNdkAdapter(PWSK_CLIENT Client, NDK_VERSION NdkVersion, NET_I
 
 VOID WSKAPI CloseNdkAdapter(PWSK_CLIENT Client, NDK_ADAPTER* pNdkAdapter) {
     PassiveOnly("WskCloseNdkAdapter");
-    bool known = false;
+    bool known = false, last = false;
+    State& state = Wsk();
+    std::unique_lock open_close(state.open_close);
     {
-        State& state = Wsk();
         std::lock_guard lock(state.mutex);
         auto it = state.adapters.find(pNdkAdapter);
-        known = it != state.adapters.end() && it->second == static_cast<Registration*>(Client);
-        if (known) state.adapters.erase(it);
+        if (it != state.adapters.end()) {
+            Device& device = state.devices[it->second];
+            auto open = device.opens.find(static_cast<Registration*>(Client));
+            known = open != device.opens.end();
+            if (known) device.opens.erase(open);
+            last = known && device.opens.empty();
+            if (last) {
+                state.devices.erase(it->second);
+                state.adapters.erase(it);
+            }
+        }
     }
     if (!known) {
         Report("NDK_LIFE_05_CLOSED_TWICE", kDriverVerifierDetectedViolation, "WskCloseNdkAdapter",
@@ -122,6 +152,8 @@ VOID WSKAPI CloseNdkAdapter(PWSK_CLIENT Client, NDK_ADAPTER* pNdkAdapter) {
                static_cast<void*>(pNdkAdapter));
         return;
     }
+    if (!last) return;    // issue 19 §2: other opens still hold the device, and the objects made through this one
+    open_close.unlock();  // the device is gone from the map: a new open of the interface makes a new one
     ForgetObject(pNdkAdapter);
     SoftNdkCloseAdapter(pNdkAdapter);  // LIFE-15: blocks until every object and callback is done
 }
@@ -215,10 +247,12 @@ ULONG WskRegistrations() {
     std::lock_guard lock(state.mutex);
     return static_cast<ULONG>(state.registrations.size());
 }
-ULONG OpenAdapters() {
+ULONG OpenAdapters() {  // opens, not devices: each WskOpenNdkAdapter needs its WskCloseNdkAdapter
     State& state = Wsk();
     std::lock_guard lock(state.mutex);
-    return static_cast<ULONG>(state.adapters.size());
+    size_t opens = 0;
+    for (const auto& [index, device] : state.devices) opens += device.opens.size();
+    return static_cast<ULONG>(opens);
 }
 
 }  // namespace softndk::km
@@ -279,10 +313,10 @@ VOID WskDeregister(PWSK_REGISTRATION WskRegistration) {
         std::fprintf(stderr, "softndk-km: WskDeregister waits for %u WskReleaseProviderNPI call(s)\n",
                      registration->captures);
     state.registrations.erase(registration);
-    for (const auto& [adapter, owner] : state.adapters)
-        if (owner == registration)
-            std::fprintf(stderr, "softndk-km: WskDeregister while NDK adapter %p is still open\n",
-                         static_cast<void*>(adapter));
+    for (const auto& [index, device] : state.devices)
+        if (device.opens.count(registration) != 0)
+            std::fprintf(stderr, "softndk-km: WskDeregister while NDK adapter %p (IfIndex %u) is still open\n",
+                         static_cast<void*>(device.adapter), index);
     delete registration;
     WskRegistration->ReservedRegistrationState = 0;
 }

@@ -354,4 +354,73 @@ TEST(KmWsk, FaultSpecificationsParse) {
     EXPECT_EQ(SoftNdkKmParseFaults("NdkSend:bogus", &config), STATUS_INVALID_PARAMETER);
 }
 
+// Issue 19 §2: every open of one interface is a handle on one device (a driver opens the interface again for each
+// accepted socket and accepts with a QP of that second open); objects of two interfaces refuse, naming both.
+TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
+    WSK_CLIENT_DISPATCH client_dispatch{MAKE_WSK_VERSION(1, 0), 0, nullptr};
+    WSK_CLIENT_NPI client{nullptr, &client_dispatch};
+    WSK_REGISTRATION registration;
+    ASSERT_EQ(WskRegister(&client, &registration), STATUS_SUCCESS);
+    WSK_PROVIDER_NPI provider;
+    ASSERT_EQ(WskCaptureProviderNPI(&registration, WSK_INFINITE_WAIT, &provider), STATUS_SUCCESS);
+    WSK_PROVIDER_NDK_DISPATCH ndk{};
+    SIZE_T returned = 0;
+    ASSERT_EQ(provider.Dispatch->WskControlClient(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, nullptr,
+                                                  sizeof(ndk), &ndk, &returned, nullptr),
+              STATUS_SUCCESS);
+    ASSERT_EQ(SoftNdkKmRegisterInterface(8, nullptr), STATUS_SUCCESS);
+    ASSERT_EQ(SoftNdkKmRegisterInterface(9, nullptr), STATUS_SUCCESS);
+    NDK_ADAPTER *first = nullptr, *second = nullptr, *other = nullptr;
+    ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 2}, 8, &first), STATUS_SUCCESS);
+    ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 1}, 8, &second), STATUS_SUCCESS);
+    ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 2}, 9, &other), STATUS_SUCCESS);
+    EXPECT_EQ(first, second) << "two opens of IfIndex 8: one device";
+    EXPECT_NE(first, other) << "IfIndex 9 is another device";
+    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{2, 0}, 8, &second), NDIS_STATUS_BAD_VERSION)
+        << "the version is negotiated for every open";
+    SOFTNDK_KM_STATISTICS statistics{};
+    SoftNdkKmGetStatistics(&statistics);
+    EXPECT_EQ(statistics.NdkAdapters, 3u) << "each open needs its close";
+
+    // A PD and a CQ through the first open, a QP and a connector through the second, combined.
+    NDK_PD* pd = nullptr;
+    NDK_CQ* cq = nullptr;
+    NDK_QP* qp = nullptr;
+    auto created = [](PVOID, NTSTATUS, NDK_OBJECT_HEADER*) {};
+    auto notify = [](PVOID, NTSTATUS) {};
+    ASSERT_EQ(first->Dispatch->NdkCreatePd(first, created, nullptr, &pd), STATUS_SUCCESS);
+    ASSERT_EQ(first->Dispatch->NdkCreateCq(first, 8, notify, nullptr, nullptr, created, nullptr, &cq), STATUS_SUCCESS);
+    ASSERT_EQ(pd->Dispatch->NdkCreateQp(pd, cq, cq, nullptr, 4, 4, 1, 1, 0, created, nullptr, &qp), STATUS_SUCCESS);
+    ndk.WskCloseNdkAdapter(provider.Client, first);  // returns at once: the second open holds the device
+    NDK_PD* later = nullptr;
+    ASSERT_EQ(second->Dispatch->NdkCreatePd(second, created, nullptr, &later), STATUS_SUCCESS)
+        << "closing one open leaves the device and the objects made through it to the others";
+
+    // Objects of two interfaces: refused, and the text names both adapters.
+    NDK_CQ* foreign = nullptr;
+    ASSERT_EQ(other->Dispatch->NdkCreateCq(other, 8, notify, nullptr, nullptr, created, nullptr, &foreign),
+              STATUS_SUCCESS);
+    NDK_QP* refused = nullptr;
+    EXPECT_EQ(pd->Dispatch->NdkCreateQp(pd, foreign, foreign, nullptr, 4, 4, 1, 1, 0, created, nullptr, &refused),
+              STATUS_INVALID_PARAMETER);
+    const std::string why = SoftNdkGetLastErrorText();
+    EXPECT_NE(why.find("objects of two devices"), std::string::npos) << why;
+    char first_name[32];
+    std::snprintf(first_name, sizeof(first_name), "%p", static_cast<void*>(second));
+    EXPECT_NE(why.find(first_name), std::string::npos) << why;
+
+    for (NDK_OBJECT_HEADER* object : {&qp->Header, &later->Header, &pd->Header, &cq->Header, &foreign->Header}) {
+        auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
+        EXPECT_EQ(close(object, nullptr, nullptr), STATUS_SUCCESS);
+    }
+    ndk.WskCloseNdkAdapter(provider.Client, second);
+    ndk.WskCloseNdkAdapter(provider.Client, other);
+    SoftNdkKmGetStatistics(&statistics);
+    EXPECT_EQ(statistics.NdkAdapters, 0u);
+    EXPECT_EQ(SoftNdkKmUnregisterInterface(8), STATUS_SUCCESS);
+    EXPECT_EQ(SoftNdkKmUnregisterInterface(9), STATUS_SUCCESS);
+    WskReleaseProviderNPI(&registration);
+    WskDeregister(&registration);
+}
+
 }  // namespace

@@ -53,7 +53,7 @@ typedef struct _SOFTNDK_KM_STATISTICS {
     ULONG PoolAllocations; /* outstanding */
     ULONG64 PoolBytes;
     ULONG NdkObjects;  /* NDK objects created through the provider and not yet destroyed */
-    ULONG NdkAdapters; /* adapters opened with WskOpenNdkAdapter and not closed */
+    ULONG NdkAdapters; /* WskOpenNdkAdapter opens not closed (opens of one interface share a device) */
     ULONG WskRegistrations;
     ULONG WorkItemsQueued; /* queued or running */
     ULONG TimersArmed;
