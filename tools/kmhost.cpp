@@ -1,9 +1,13 @@
 // softndk-kmhost: loads a kernel-style NDK consumer built as a shared object, calls its DriverEntry with a
 // DRIVER_OBJECT and a registry path, runs it until asked to stop, calls DriverUnload and reports leaks
-// (issue 9 §2). Exit status: 0 clean, 1 usage, 2 load failure, 3 DriverEntry failed, 4 leaks,
-// 5 Verifier violations (log mode; abort mode stops at the first).
+// (issue 9 §2). Exit status: 0 clean, 2 usage (a bad flag or value, as every tool), 3 DriverEntry failed,
+// 4 leaks, 5 Verifier violations (log mode; abort mode stops at the first), 6 the driver cannot be loaded,
+// 128 + N ended by signal N (130 SIGINT, 143 SIGTERM) with a report of where the driver was.
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
@@ -11,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,28 +23,132 @@
 #include <ntddk.h>
 #include <softndk_km.h>
 
+#include "ndk_args.h"
+#include "ndk_route.h"
+
 namespace {
 
-std::atomic<bool> g_stop{false};
-void OnSignal(int) {
-    g_stop.store(true);
+constexpr const char* kUsage =
+    "usage: softndk-kmhost [options] DRIVER.so\n"
+    "  --interface IFINDEX=ADDRESS[,ADDRESS...]  an NDK interface the driver sees (repeatable): IfIndex 1-65535,\n"
+    "                                    up to 8 IPv4/IPv6 addresses or host names; its LUID and alias\n"
+    "                                    (\"softndk IFINDEX\") follow from the IfIndex. Several opens of one\n"
+    "                                    interface are one device (default: interface 1 = 127.0.0.1, ::1)\n"
+    "  --completion inline|pend|random   completion mode of every interface (default inline)\n"
+    "  --seed N                          random completion / token seed, 0-4294967295 (default 0)\n"
+    "  --fault SPEC                      Function[:nth=N|:p=F][:async][:status=0x..] (repeatable; default none)\n"
+    "  --verifier abort|log|off          what a Verifier violation does (default abort)\n"
+    "  --stop-when-idle                  stop once DriverEntry returned and no work item, timer or\n"
+    "                                    DPC is pending for 200 ms (default: off)\n"
+    "  --seconds S                       stop after S seconds, 0-86400 (default: SIGINT / SIGTERM)\n"
+    "  --registry-path PATH              the RegistryPath DriverEntry receives\n"
+    "                                    (default \\Registry\\Machine\\System\\CurrentControlSet\\Services\\NAME)\n"
+    "  --parameter NAME=VALUE            a value under RegistryPath\\Parameters (ZwQueryValueKey):\n"
+    "                                    REG_DWORD when VALUE is a number (decimal or 0x…), else\n"
+    "                                    REG_SZ (repeatable)\n"
+    "  -h, --help                        this text\n"
+    "  SIGINT/SIGTERM: DriverUnload, then the leak report; inside DriverEntry or DriverUnload, or a second\n"
+    "  signal: a report of where the driver is, then exit 128 + the signal\n";
+
+[[noreturn]] void BadUsage(const char* format, const char* detail = "") {
+    std::fprintf(stderr, "softndk-kmhost: ");
+    std::fprintf(stderr, format, detail);
+    std::fprintf(stderr, "; see softndk-kmhost --help\n");
+    std::exit(2);
 }
 
-int Usage() {
-    std::fprintf(stderr,
-                 "usage: softndk-kmhost [options] DRIVER.so\n"
-                 "  --completion inline|pend|random   completion mode of interface 1 (default inline)\n"
-                 "  --seed N                          random completion / token seed\n"
-                 "  --fault SPEC                      Function[:nth=N|:p=F][:async][:status=0x..] (repeatable)\n"
-                 "  --verifier abort|log|off          what a Verifier violation does (default abort)\n"
-                 "  --stop-when-idle                  stop once DriverEntry returned and no work item, timer or\n"
-                 "                                    DPC is pending for 200 ms\n"
-                 "  --seconds N                       stop after N seconds (default: SIGINT / SIGTERM)\n"
-                 "  --registry-path PATH              the RegistryPath DriverEntry receives\n"
-                 "  --parameter NAME=VALUE            a value under RegistryPath\\Parameters (ZwQueryValueKey):\n"
-                 "                                    REG_DWORD when VALUE is a number (decimal or 0x…), else\n"
-                 "                                    REG_SZ (repeatable)\n");
-    return 1;
+// ---- where the driver is, for a signal's report (issue 19 §3) ----
+enum class Phase { kLoading, kDriverEntry, kRunning, kDriverUnload, kReporting };
+std::atomic<Phase> g_phase{Phase::kLoading};
+std::atomic<bool> g_stop{false};
+std::string g_driver_name;                 // written before DriverEntry, read only after
+std::atomic<int64_t> g_phase_since_ns{0};  // steady_clock, read by the signal thread
+
+int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void EnterPhase(Phase phase) {
+    g_phase_since_ns.store(NowNs());
+    g_phase.store(phase);
+}
+
+const char* PhaseText(Phase phase) {
+    switch (phase) {
+        case Phase::kLoading:
+            return "while loading the driver";
+        case Phase::kDriverEntry:
+            return "inside DriverEntry, which has not returned";
+        case Phase::kRunning:
+            return "while the driver runs";
+        case Phase::kDriverUnload:
+            return "inside DriverUnload, which has not returned";
+        case Phase::kReporting:
+            return "while reporting leaks";
+    }
+    return "";
+}
+
+// SIGINT and SIGTERM are blocked in every thread and taken here with sigwait, so the report may print and
+// query the kernel layer. While the driver runs, the first signal asks for DriverUnload (a clean stop); inside
+// DriverEntry or DriverUnload, or at a second signal, the host reports where the driver is and what it holds,
+// and ends with 128 + the signal: a driver stuck in a wait cannot keep the host alive.
+void SignalThread(sigset_t signals) {
+    for (int count = 1;; ++count) {
+        int signal_number = 0;
+        if (sigwait(&signals, &signal_number) != 0) continue;
+        const Phase phase = g_phase.load();
+        if (phase == Phase::kRunning && count == 1) {
+            std::fprintf(stderr, "softndk-kmhost: %s: calling DriverUnload (a second signal ends the host at once)\n",
+                         strsignal(signal_number));
+            g_stop.store(true);
+            continue;
+        }
+        const double seconds = static_cast<double>(NowNs() - g_phase_since_ns.load()) / 1e9;
+        std::fprintf(stderr, "softndk-kmhost: %s %s (%s, for %.1f s); ending the host without DriverUnload\n",
+                     strsignal(signal_number), PhaseText(phase), g_driver_name.c_str(), seconds);
+        // What the driver holds: the leak report, given 2 s (a stuck thread may hold a lock it needs).
+        std::atomic<bool> reported{false};
+        std::thread([&reported] {
+            SoftNdkKmReportLeaks();
+            reported.store(true);
+        }).detach();
+        for (int i = 0; i < 200 && !reported.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!reported.load()) std::fprintf(stderr, "softndk-kmhost: (the leak report did not finish in 2 s)\n");
+        std::fflush(stderr);
+        _exit(128 + signal_number);
+    }
+}
+
+// --interface IFINDEX=ADDRESS[,ADDRESS...]
+struct InterfaceSpec {
+    NET_IFINDEX index = 0;
+    std::vector<SOCKADDR_INET> addresses;
+};
+
+InterfaceSpec ParseInterface(const std::string& text) {
+    InterfaceSpec spec;
+    const size_t equals = text.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 >= text.size())
+        BadUsage("--interface: \"%s\" is not IFINDEX=ADDRESS[,ADDRESS...]", text.c_str());
+    spec.index = static_cast<NET_IFINDEX>(
+        ndk_parse_count("softndk-kmhost", "--interface", text.substr(0, equals).c_str(), 1, 65535, NULL));
+    size_t position = equals + 1;
+    while (position != std::string::npos) {
+        const size_t comma = text.find(',', position);
+        const std::string item =
+            text.substr(position, comma == std::string::npos ? std::string::npos : comma - position);
+        SOCKADDR_INET address;
+        char error[256];
+        if (ndk_resolve(item.c_str(), 0, AF_UNSPEC, &address, error, sizeof(error)) == 0)
+            BadUsage("--interface: %s", error);
+        if (spec.addresses.size() == SOFTNDK_MAX_LOCAL_ADDRESSES)
+            BadUsage("--interface: more than 8 addresses for IfIndex %s", text.substr(0, equals).c_str());
+        spec.addresses.push_back(address);
+        position = comma == std::string::npos ? std::string::npos : comma + 1;
+    }
+    return spec;
 }
 
 std::wstring Widen(const std::string& text) {
@@ -72,81 +181,110 @@ bool SetParameters(const std::wstring& key, const std::vector<std::string>& para
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Before any thread exists, so that every thread inherits it: signals go to SignalThread only.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::thread(SignalThread, signals).detach();
+
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
     std::string driver_path, registry_path;
     std::vector<std::string> parameters;
+    std::map<NET_IFINDEX, InterfaceSpec> interfaces;
     bool stop_when_idle = false;
     double seconds = -1;
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
-        auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-        if (arg == "--completion") {
-            const char* mode = value();
-            if (mode == nullptr) return Usage();
-            std::string m = mode;
-            if (m == "inline") {
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) BadUsage("%s needs a value", arg.c_str());
+            return argv[++i];
+        };
+        if (arg == "-h" || arg == "--help") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        } else if (arg == "--completion") {
+            const std::string mode = value();
+            if (mode == "inline") {
                 config.CompletionMode = SOFTNDK_COMPLETION_INLINE;
-            } else if (m == "pend") {
+            } else if (mode == "pend") {
                 config.CompletionMode = SOFTNDK_COMPLETION_PEND;
-            } else if (m == "random") {
+            } else if (mode == "random") {
                 config.CompletionMode = SOFTNDK_COMPLETION_RANDOM;
             } else {
-                return Usage();
+                BadUsage("--completion: \"%s\" is not inline, pend or random", mode.c_str());
             }
         } else if (arg == "--seed") {
-            const char* seed = value();
-            if (seed == nullptr) return Usage();
-            config.RandomSeed = static_cast<ULONG>(std::strtoul(seed, nullptr, 0));
+            config.RandomSeed = static_cast<ULONG>(
+                ndk_parse_count("softndk-kmhost", "--seed", value().c_str(), 0, 0xFFFFFFFFull, NULL));
         } else if (arg == "--fault") {
-            const char* spec = value();
-            if (spec == nullptr || !NT_SUCCESS(SoftNdkKmParseFaults(spec, &config))) return Usage();
+            const std::string spec = value();
+            if (!NT_SUCCESS(SoftNdkKmParseFaults(spec.c_str(), &config)))
+                BadUsage("--fault: \"%s\" is not Function[:nth=N|:p=F][:async][:status=0x..]", spec.c_str());
         } else if (arg == "--verifier") {
-            const char* mode = value();
-            if (mode == nullptr) return Usage();
-            std::string m = mode;
-            SoftNdkKmSetVerifierMode(m == "off"   ? SOFTNDK_VERIFIER_OFF
-                                     : m == "log" ? SOFTNDK_VERIFIER_LOG
-                                                  : SOFTNDK_VERIFIER_ABORT);
+            const std::string mode = value();
+            if (mode != "off" && mode != "log" && mode != "abort")
+                BadUsage("--verifier: \"%s\" is not abort, log or off", mode.c_str());
+            SoftNdkKmSetVerifierMode(mode == "off"   ? SOFTNDK_VERIFIER_OFF
+                                     : mode == "log" ? SOFTNDK_VERIFIER_LOG
+                                                     : SOFTNDK_VERIFIER_ABORT);
         } else if (arg == "--stop-when-idle") {
             stop_when_idle = true;
         } else if (arg == "--seconds") {
-            const char* s = value();
-            if (s == nullptr) return Usage();
-            seconds = std::strtod(s, nullptr);
+            seconds = ndk_parse_seconds("softndk-kmhost", "--seconds", value().c_str(), 0, 86400, NULL);
         } else if (arg == "--registry-path") {
-            const char* path = value();
-            if (path == nullptr) return Usage();
-            registry_path = path;
+            registry_path = value();
         } else if (arg == "--parameter") {
-            const char* parameter = value();
-            if (parameter == nullptr || std::strchr(parameter, '=') == nullptr || parameter[0] == '=') return Usage();
+            const std::string parameter = value();
+            if (parameter.find('=') == std::string::npos || parameter[0] == '=')
+                BadUsage("--parameter: \"%s\" is not NAME=VALUE", parameter.c_str());
             parameters.push_back(parameter);
+        } else if (arg == "--interface") {
+            InterfaceSpec spec = ParseInterface(value());
+            if (interfaces.count(spec.index) != 0)
+                BadUsage("--interface: IfIndex %s is given twice", std::to_string(spec.index).c_str());
+            interfaces[spec.index] = spec;
         } else if (!arg.empty() && arg[0] == '-') {
-            return Usage();
+            BadUsage("unknown flag %s", arg.c_str());
+        } else if (!driver_path.empty()) {
+            BadUsage("one driver at a time (a second one: %s)", arg.c_str());
         } else {
             driver_path = arg;
         }
     }
-    if (driver_path.empty()) return Usage();
-    if (!NT_SUCCESS(SoftNdkKmRegisterInterface(1, &config))) return Usage();
+    if (driver_path.empty()) BadUsage("no DRIVER.so given%s");
+    if (interfaces.empty()) interfaces[1] = InterfaceSpec{1, {}};  // the default: 127.0.0.1 and ::1
+    for (const auto& [index, spec] : interfaces) {
+        SOFTNDK_ADAPTER_CONFIG interface_config = config;
+        if (!spec.addresses.empty()) {
+            interface_config.LocalAddressCount = static_cast<ULONG>(spec.addresses.size());
+            for (size_t a = 0; a < spec.addresses.size(); ++a) interface_config.LocalAddresses[a] = spec.addresses[a];
+            interface_config.HostAddresses = 0;  // this interface owns exactly what --interface gives it
+        }
+        const NTSTATUS registered = SoftNdkKmRegisterInterface(index, &interface_config);
+        if (!NT_SUCCESS(registered))
+            BadUsage("--interface: IfIndex %s cannot be registered", std::to_string(index).c_str());
+    }
 
     void* module = dlopen(driver_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (module == nullptr) {
         std::fprintf(stderr, "softndk-kmhost: cannot load %s: %s\n", driver_path.c_str(), dlerror());
-        return 2;
+        return 6;
     }
     auto* entry = reinterpret_cast<PDRIVER_INITIALIZE>(dlsym(module, "DriverEntry"));
     if (entry == nullptr) {
         std::fprintf(stderr, "softndk-kmhost: %s has no extern \"C\" DriverEntry\n", driver_path.c_str());
-        return 2;
+        return 6;
     }
 
     std::string name = driver_path.substr(driver_path.find_last_of('/') + 1);
     name = name.substr(0, name.find('.'));
     if (registry_path.empty()) registry_path = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\" + name;
     std::wstring wide_registry = Widen(registry_path), wide_name = Widen("\\Driver\\" + name);
-    if (!SetParameters(wide_registry + L"\\Parameters", parameters)) return Usage();
+    if (!SetParameters(wide_registry + L"\\Parameters", parameters))
+        BadUsage("--parameter: the registry refused a value%s");
     UNICODE_STRING registry;
     RtlInitUnicodeString(&registry, wide_registry.c_str());
     DRIVER_EXTENSION extension{};
@@ -159,12 +297,9 @@ int main(int argc, char** argv) {
     RtlInitUnicodeString(&extension.ServiceKeyName, wide_name.c_str() + 8);
     driver.DriverInit = entry;
 
-    struct sigaction action {};
-    action.sa_handler = OnSignal;
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
-
+    g_driver_name = name;
     const ULONG violations_before = SoftNdkKmVerifierViolationCount();
+    EnterPhase(Phase::kDriverEntry);
     NTSTATUS status = entry(&driver, &registry);  // at PASSIVE_LEVEL, like the I/O manager
     const char* status_name = SoftNdkStatusName(status);
     std::fprintf(stderr, "softndk-kmhost: DriverEntry(%s) = %s (0x%08X)\n", name.c_str(),
@@ -173,6 +308,7 @@ int main(int argc, char** argv) {
     if (!NT_SUCCESS(status)) {
         exit_code = 3;  // Windows does not call DriverUnload after a failed DriverEntry
     } else {
+        EnterPhase(Phase::kRunning);
         const auto start = std::chrono::steady_clock::now();
         auto idle_since = start;
         while (!g_stop.load()) {
@@ -187,10 +323,12 @@ int main(int argc, char** argv) {
         if (driver.DriverUnload == nullptr) {
             std::fprintf(stderr, "softndk-kmhost: the driver set no DriverUnload, so it cannot be stopped\n");
         } else {
+            EnterPhase(Phase::kDriverUnload);
             driver.DriverUnload(&driver);
             std::fprintf(stderr, "softndk-kmhost: DriverUnload returned\n");
         }
     }
+    EnterPhase(Phase::kReporting);
     const ULONG leaks = SoftNdkKmReportLeaks();
     if (leaks != 0 && exit_code == 0) exit_code = 4;
     const ULONG violations = SoftNdkKmVerifierViolationCount() - violations_before;
