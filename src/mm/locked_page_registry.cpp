@@ -37,10 +37,13 @@ NTSTATUS ExplainLockFailure(int error, PageNumber first, size_t count) {
             SetLastErrorText("mlock of %zu pages at %p failed: range not mapped", count, PageAddress(first));
             return STATUS_ACCESS_VIOLATION;
         }
+        // Issue 20: the number needed, in ulimit -l's KiB: what is allowed now plus this request, at least.
+        const unsigned long long needed_kib = (limit.rlim_cur + count * PAGE_SIZE + 1023) / 1024;
         SetLastErrorText(
-            "mlock of %zu pages at %p failed (%s): RLIMIT_MEMLOCK is %llu bytes; raise it (ulimit -l, "
-            "/etc/security/limits.conf) or run with CAP_IPC_LOCK",
-            count, PageAddress(first), std::strerror(error), static_cast<unsigned long long>(limit.rlim_cur));
+            "mlock of %zu pages at %p failed (%s): RLIMIT_MEMLOCK is %llu bytes; raise it to at least %llu KiB "
+            "(ulimit -l %llu, /etc/security/limits.conf, LimitMEMLOCK= for a service) or run with CAP_IPC_LOCK",
+            count, PageAddress(first), std::strerror(error), static_cast<unsigned long long>(limit.rlim_cur),
+            needed_kib, needed_kib);
         return STATUS_WORKING_SET_QUOTA;
     }
     SetLastErrorText("mlock of %zu pages at %p failed: %s", count, PageAddress(first), std::strerror(error));
