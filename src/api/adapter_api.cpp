@@ -234,10 +234,19 @@ extern "C" NTSTATUS SoftNdkCloseAdapter(NDK_ADAPTER* pNdkAdapter) {
     adapter->lifetime.Close(nullptr, nullptr);
     {
         // LIFE-13/15: blocks until every child is closed and every callback has returned.
+        // Issue 19 §3: a wait that lasts names what it waits for, after 2 s and then every 10 s.
         std::unique_lock lock(adapter->closed_mutex);
-        while (!adapter->closed_cv.wait_for(lock, std::chrono::seconds(10), [adapter] { return adapter->released; }))
-            std::fprintf(stderr, "softndk: SoftNdkCloseAdapter still waiting: %u objects of this adapter are open\n",
-                         adapter->lifetime.references());
+        auto interval = std::chrono::seconds(2);
+        while (!adapter->closed_cv.wait_for(lock, interval, [adapter] { return adapter->released; })) {
+            interval = std::chrono::seconds(10);
+            const std::string objects = softndk::api::DescribeLiveUnder(&adapter->lifetime, 32);
+            std::fprintf(stderr,
+                         "softndk: SoftNdkCloseAdapter(%p) still waiting (LIFE-15): it closes when every object of "
+                         "the adapter is closed and every callback has returned; still there:\n%s",
+                         static_cast<void*>(pNdkAdapter),
+                         objects.empty() ? "  (no object: a callback or request of the adapter is still running)\n"
+                                         : objects.c_str());
+        }
     }
     adapter->progress.reset();  // every object is closed: nothing is queued there any more
     adapter->executor.reset();  // joins the provider thread after its last job

@@ -6,12 +6,23 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include <softndk/ndkpi.h>
 
 #include "api/verifier_hooks.h"
 
 namespace softndk::api {
+
+class Lifetime;
+
+// Issue 19 §3: every live object, so that a close that waits can say what it waits for. Registered when the
+// Lifetime is made, removed just before the object is destroyed.
+void RegisterLive(Lifetime* lifetime);
+void UnregisterLive(Lifetime* lifetime);
+// One line per object still alive under `root` (an adapter's Lifetime): its type, the call that creates such an
+// object, its handle and its state; at most `limit` lines, then how many more.
+std::string DescribeLiveUnder(const Lifetime* root, size_t limit);
 
 class Lifetime {
 public:
@@ -26,6 +37,7 @@ public:
 
     Lifetime(const Ops& ops, void* object, Lifetime* parent) : ops_(ops), object_(object), parent_(parent) {
         if (parent_ != nullptr) parent_->AddRef();
+        if (parent_ != nullptr) RegisterLive(this);
     }
 
     void AddRef() { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -53,6 +65,7 @@ public:
     bool closing() const { return closing_.load(std::memory_order_acquire); }
     uint32_t references() const { return refs_.load(std::memory_order_acquire); }
     void* object() const { return object_; }  // the C++ object, whose first member is the consumer's handle
+    const Lifetime* parent() const { return parent_; }
 
 private:
     bool Finish(bool inside_close) {
@@ -64,6 +77,7 @@ private:
         NDK_FN_CLOSE_COMPLETION completion = close_completion_;
         PVOID context = close_context_;
         Lifetime* parent = parent_;
+        if (parent != nullptr) UnregisterLive(this);
         ops_.destroy(object_);  // frees this Lifetime too
         if (!inside_close && completion != nullptr) {
             CallbackScope scope;

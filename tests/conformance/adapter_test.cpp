@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 
@@ -400,6 +403,32 @@ TEST(AdapterOpenTest, CM_14_DefaultAdapterOwnsTheHostsAddresses) {
         EXPECT_EQ(owned.find("every address of this host") != std::string::npos, host_addresses == 1) << owned;
         EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
     }
+}
+
+// Issue 19 §3 (LIFE-15): a close that waits names each object it waits for, with the call that made it and its
+// state (before: "1 objects of this adapter are open").
+TEST(AdapterOpenTest, LIFE_15_ACloseThatWaitsNamesWhatItWaitsFor) {
+    NDK_ADAPTER* adapter = nullptr;
+    ASSERT_EQ(SoftNdkOpenAdapter(nullptr, &adapter), STATUS_SUCCESS);
+    NDK_PD* pd = nullptr;
+    NDK_CONNECTOR* connector = nullptr;
+    auto created = [](PVOID, NTSTATUS, NDK_OBJECT_HEADER*) {};
+    ASSERT_EQ(adapter->Dispatch->NdkCreatePd(adapter, created, nullptr, &pd), STATUS_SUCCESS);
+    ASSERT_EQ(adapter->Dispatch->NdkCreateConnector(adapter, created, nullptr, &connector), STATUS_SUCCESS);
+    testing::internal::CaptureStderr();
+    std::atomic<NTSTATUS> closed{STATUS_PENDING};
+    std::thread closer([&] { closed = SoftNdkCloseAdapter(adapter); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(closed.load(), STATUS_PENDING) << "LIFE-15: the close waits for the open objects";
+    EXPECT_NE(said.find("still waiting (LIFE-15)"), std::string::npos) << said;
+    EXPECT_NE(said.find("connector (NdkCreateConnector"), std::string::npos) << said;
+    EXPECT_NE(said.find("PD (NdkCreatePd)"), std::string::npos) << said;
+    EXPECT_NE(said.find("open, never closed"), std::string::npos) << said;
+    EXPECT_EQ(connector->Dispatch->NdkCloseConnector(&connector->Header, nullptr, nullptr), STATUS_SUCCESS);
+    EXPECT_EQ(pd->Dispatch->NdkClosePd(&pd->Header, nullptr, nullptr), STATUS_SUCCESS);
+    closer.join();
+    EXPECT_EQ(closed.load(), STATUS_SUCCESS);
 }
 
 }  // namespace
