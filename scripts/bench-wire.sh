@@ -10,7 +10,8 @@
 # docs/wire-bandwidth.png from the same medians. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT [ROUNDS]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-0.5}"
+seconds="${1:-1}"
+iperf_seconds=$(python3 -c "import math; print(max(1, math.ceil($seconds)))")  # iperf3 -t: whole seconds; 0 runs for ever
 rounds="${2:-5}"
 scripts/install-deps.sh
 packages=(iperf3 libfabric-bin libfabric-dev gnuplot-nox)
@@ -52,7 +53,7 @@ for round in $(seq "$rounds"); do
     p=$(port)
     iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
     wait_port "$p"
-    iperf3 -c 127.0.0.1 -p "$p" -l "$((size > 1048576 ? 1048576 : size))" -t "$seconds" -J \
+    iperf3 -c 127.0.0.1 -p "$p" -l "$((size > 1048576 ? 1048576 : size))" -t "$iperf_seconds" -J \
         >"$out/round-$round-iperf3-$size.json"  # iperf3 takes -l ≤ 1 MiB
     wait
   done
