@@ -3,6 +3,8 @@
 #include "cm/wire_channel.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 
 #include "common/last_error.h"
 
@@ -56,10 +58,22 @@ public:
     void Bind(const std::shared_ptr<ConnectionSide>& side) override {
         if (std::shared_ptr<transport::TcpConnection> tcp = Tcp()) tcp->SetHandler(HandlerFor(side));
     }
-    PeerAnswer Answer() { return AnswerOf(Tcp()->peer()); }
+    // The active side's answer, read on the lane. The lane may read the peer's Reply before the thread that
+    // called TcpConnection::Connect has stored the connection here (SetTcp): a fast peer, or a loaded machine,
+    // answers first (seen once in CI as a member call on a null TcpConnection). So wait for SetTcp, which is
+    // that thread's very next step; false (an abort) if it has not come in 5 s.
+    bool Answer(PeerAnswer* answer) {
+        std::unique_lock lock(mutex_);
+        if (!tcp_set_.wait_for(lock, std::chrono::seconds(5), [this] { return tcp_ != nullptr; })) return false;
+        *answer = AnswerOf(tcp_->peer());
+        return true;
+    }
     void SetTcp(std::shared_ptr<transport::TcpConnection> tcp) {
-        std::lock_guard lock(mutex_);
-        tcp_ = std::move(tcp);
+        {
+            std::lock_guard lock(mutex_);
+            tcp_ = std::move(tcp);
+        }
+        tcp_set_.notify_all();
     }
 
     NTSTATUS Accept(engine::QueuePair* qp, ReadLimits limits, std::vector<uint8_t> private_data) override {
@@ -120,6 +134,7 @@ private:
     }
 
     std::mutex mutex_;
+    std::condition_variable tcp_set_;
     std::shared_ptr<transport::TcpConnection> tcp_;
     const bool crc_;
 };
@@ -149,9 +164,14 @@ ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, Wire
         // The answer: the side reads it from the connection once its Reply or Reject is in.
         auto handler = [weak, events, channel](transport::TcpConnection::Event event, NTSTATUS status) {
             if (event != transport::TcpConnection::Event::kMpaReceived) return events(event, status);
-            // The side owns the channel, so the channel lives while the side does. SetTcp (below) runs right
-            // after the connection starts, a round trip and the peer's NdkAccept before any answer can arrive.
-            if (std::shared_ptr<ConnectionSide> side = weak.lock()) side->OnPeerAnswer(channel->Answer());
+            // The side owns the channel, so the channel lives while the side does.
+            std::shared_ptr<ConnectionSide> side = weak.lock();
+            if (!side) return;
+            PeerAnswer answer;
+            if (channel->Answer(&answer))
+                side->OnPeerAnswer(std::move(answer));
+            else
+                side->OnFailed(STATUS_CONNECTION_ABORTED);
         };
         std::shared_ptr<transport::TcpConnection> tcp;
         NTSTATUS status = STATUS_SHARING_VIOLATION;
