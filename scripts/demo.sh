@@ -37,4 +37,4 @@ echo
 echo "== next steps"
 echo "  build/release/tools/ndkperf --help                      # every flag and its default; docs/tools.md"
 echo "  less samples/um/first_consumer.c                        # a first consumer of your own, commented"
-echo "  scripts/test.sh                                         # every test (about 13 minutes on 2 cores)"
+echo "  scripts/test.sh                                         # every test (13-17 minutes on 2 cores)"
