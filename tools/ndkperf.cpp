@@ -71,7 +71,7 @@ void RunOne(ndktools::Pair& pair, const std::string& test, size_t size, ULONG fl
 }
 
 // Runs `op` (returning how many operations it did) until `seconds` pass or Ctrl-C; at least once. A phase of
-// 2 s or more prints its rate each second (issue 20 §1: long runs show progress).
+// 2 s or more that moves bytes prints its rate each second (issue 20 §1: long runs show progress).
 template <class Op>
 long RunFor(double seconds, size_t bytes_per_op, Op op) {
     const auto start = Clock::now();
@@ -79,7 +79,7 @@ long RunFor(double seconds, size_t bytes_per_op, Op op) {
     long count = 0;
     do {
         count += op();
-        if (seconds >= 2 && Clock::now() >= report) {
+        if (seconds >= 2 && bytes_per_op != 0 && Clock::now() >= report) {
             std::fprintf(stderr, " %.2f GB/s", static_cast<double>(bytes_per_op) * count / Seconds(start) / 1e9);
             report += std::chrono::seconds(1);
         }

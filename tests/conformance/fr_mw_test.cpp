@@ -32,6 +32,15 @@ protected:
         return qp->Dispatch->NdkFastRegister(qp, reinterpret_cast<PVOID>(0xF), fast_, pages, lam_->AdapterPageArray,
                                              fbo, length, reinterpret_cast<PVOID>(base), flags);
     }
+    // One cycle's steps, each completed: the whole LAM at kBase with remote write, or NdkInvalidate.
+    void RegisterWholeLam() {
+        ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
+        Poll(cq_b_);
+    }
+    void Invalidate() {
+        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
+        Poll(cq_b_);
+    }
     NTSTATUS WriteFromA(uint64_t address, UINT32 token, ULONG length = 64) {
         NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), length);
         NTSTATUS status = qp_a_->Dispatch->NdkWrite(qp_a_, nullptr, &sge, 1, address, token, 0);
@@ -62,14 +71,12 @@ TEST_P(FastRegisterTest, FR_08_18_19_24_TOK_03_FullSequenceWithNewTokensAndStale
     ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
     NDK_RESULT_EX invalidated = Poll(cq_b_);
     EXPECT_EQ(invalidated.Type, NdkOperationTypeInvalidate);
-    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
-    Poll(cq_b_);
+    ASSERT_NO_FATAL_FAILURE(RegisterWholeLam());
     const UINT32 second = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
     EXPECT_EQ(second, first);
     EXPECT_EQ(WriteFromA(kBase, second), STATUS_SUCCESS);
     // Invalidated, the token refuses every access until the MR is registered again (FR-22).
-    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
-    Poll(cq_b_);
+    ASSERT_NO_FATAL_FAILURE(Invalidate());
     EXPECT_EQ(WriteFromA(kBase, second), STATUS_INVALID_HANDLE) << "the invalidated MR's token";
 }
 
@@ -84,15 +91,12 @@ SOFTNDK_ALL_MODES(RotatingFastRegisterTest);
 
 TEST_P(RotatingFastRegisterTest, AMB_39_RotatingKeysMakeEveryEarlierTokenStale) {
     const UINT32 initial = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
-    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
-    Poll(cq_b_);
+    ASSERT_NO_FATAL_FAILURE(RegisterWholeLam());
     const UINT32 first = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
     EXPECT_NE(first, initial);
     EXPECT_EQ(WriteFromA(kBase, first), STATUS_SUCCESS);
-    ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
-    Poll(cq_b_);
-    ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
-    Poll(cq_b_);
+    ASSERT_NO_FATAL_FAILURE(Invalidate());
+    ASSERT_NO_FATAL_FAILURE(RegisterWholeLam());
     const UINT32 second = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);
     EXPECT_NE(second, first);
     EXPECT_EQ(WriteFromA(kBase, second), STATUS_SUCCESS);
@@ -102,11 +106,9 @@ TEST_P(RotatingFastRegisterTest, AMB_39_RotatingKeysMakeEveryEarlierTokenStale) 
 TEST_P(FastRegisterTest, AMB_39_TheTokenReadAfterInitializeServesEveryCycle) {
     const UINT32 initial = fast_->Dispatch->NdkGetRemoteTokenFromMr(fast_);  // read once, reused (issue 19 §2)
     for (int cycle = 0; cycle < 3; ++cycle) {
-        ASSERT_EQ(FastRegister(kPages, 0, kPages * PAGE_SIZE, kBase, NDK_OP_FLAG_ALLOW_REMOTE_WRITE), STATUS_SUCCESS);
-        Poll(cq_b_);
+        ASSERT_NO_FATAL_FAILURE(RegisterWholeLam());
         EXPECT_EQ(WriteFromA(kBase, initial), STATUS_SUCCESS) << "cycle " << cycle;
-        ASSERT_EQ(qp_b_->Dispatch->NdkInvalidate(qp_b_, nullptr, &fast_->Header, 0), STATUS_SUCCESS);
-        Poll(cq_b_);
+        ASSERT_NO_FATAL_FAILURE(Invalidate());
     }
 }
 

@@ -356,18 +356,36 @@ TEST(KmWsk, FaultSpecificationsParse) {
 
 // Issue 19 §2: every open of one interface is a handle on one device (a driver opens the interface again for each
 // accepted socket and accepts with a QP of that second open); objects of two interfaces refuse, naming both.
-TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
+// A WSK client with the NDK extension's dispatch, registered for one test and deregistered after it.
+struct WskNdkClient {
     WSK_CLIENT_DISPATCH client_dispatch{MAKE_WSK_VERSION(1, 0), 0, nullptr};
     WSK_CLIENT_NPI client{nullptr, &client_dispatch};
-    WSK_REGISTRATION registration;
-    ASSERT_EQ(WskRegister(&client, &registration), STATUS_SUCCESS);
-    WSK_PROVIDER_NPI provider;
-    ASSERT_EQ(WskCaptureProviderNPI(&registration, WSK_INFINITE_WAIT, &provider), STATUS_SUCCESS);
+    WSK_REGISTRATION registration{};
+    WSK_PROVIDER_NPI provider{};
     WSK_PROVIDER_NDK_DISPATCH ndk{};
-    SIZE_T returned = 0;
-    ASSERT_EQ(provider.Dispatch->WskControlClient(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, nullptr,
-                                                  sizeof(ndk), &ndk, &returned, nullptr),
-              STATUS_SUCCESS);
+    bool registered = false;
+
+    void Open() {
+        ASSERT_EQ(WskRegister(&client, &registration), STATUS_SUCCESS);
+        registered = true;
+        ASSERT_EQ(WskCaptureProviderNPI(&registration, WSK_INFINITE_WAIT, &provider), STATUS_SUCCESS);
+        SIZE_T returned = 0;
+        ASSERT_EQ(provider.Dispatch->WskControlClient(provider.Client, WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH, 0, nullptr,
+                                                      sizeof(ndk), &ndk, &returned, nullptr),
+                  STATUS_SUCCESS);
+    }
+    ~WskNdkClient() {
+        if (!registered) return;
+        if (provider.Client != nullptr) WskReleaseProviderNPI(&registration);
+        WskDeregister(&registration);
+    }
+};
+
+TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
+    WskNdkClient wsk;
+    ASSERT_NO_FATAL_FAILURE(wsk.Open());
+    WSK_PROVIDER_NPI& provider = wsk.provider;
+    WSK_PROVIDER_NDK_DISPATCH& ndk = wsk.ndk;
     ASSERT_EQ(SoftNdkKmRegisterInterface(8, nullptr), STATUS_SUCCESS);
     ASSERT_EQ(SoftNdkKmRegisterInterface(9, nullptr), STATUS_SUCCESS);
     NDK_ADAPTER *first = nullptr, *second = nullptr, *other = nullptr;
@@ -405,9 +423,9 @@ TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
               STATUS_INVALID_PARAMETER);
     const std::string why = SoftNdkGetLastErrorText();
     EXPECT_NE(why.find("objects of two devices"), std::string::npos) << why;
-    char first_name[32];
-    std::snprintf(first_name, sizeof(first_name), "%p", static_cast<void*>(second));
-    EXPECT_NE(why.find(first_name), std::string::npos) << why;
+    char device_name[32];
+    std::snprintf(device_name, sizeof(device_name), "%p", static_cast<void*>(first));
+    EXPECT_NE(why.find(device_name), std::string::npos) << why;
 
     for (NDK_OBJECT_HEADER* object : {&qp->Header, &later->Header, &pd->Header, &cq->Header, &foreign->Header}) {
         auto close = *reinterpret_cast<NDK_FN_CLOSE_OBJECT const*>(reinterpret_cast<NDK_PD*>(object)->Dispatch);
@@ -419,8 +437,6 @@ TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
     EXPECT_EQ(statistics.NdkAdapters, 0u);
     EXPECT_EQ(SoftNdkKmUnregisterInterface(8), STATUS_SUCCESS);
     EXPECT_EQ(SoftNdkKmUnregisterInterface(9), STATUS_SUCCESS);
-    WskReleaseProviderNPI(&registration);
-    WskDeregister(&registration);
 }
 
 }  // namespace
