@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "ndk_args.hpp"
+#include "ndkperf_perftest_flags.hpp"
 #include "ndk_pair.hpp"
 #include "ndk_route.h"
 
@@ -45,8 +46,13 @@ using ndktools::Check;
 using ndktools::CloseObject;
 using ndktools::Created;
 using ndktools::Waiter;
+using Flags = PerftestFlags;
 
-enum class Verb { kWrite, kRead, kSend };
+[[noreturn]] void Fail(const char* format, const char* detail = "") {
+    std::fprintf(stderr, format, detail);
+    std::fputc('\n', stderr);
+    std::exit(1);
+}
 
 constexpr char kVersion[16] = "6.06";     // what perftest 6.06 sends; a peer older than 5.70 is refused
 constexpr uint32_t kCycleBuffer = 4096;   // perftest: the page size
@@ -59,164 +65,6 @@ constexpr int kConnectTries = 100;        // 100 ms apart: the server re-listens
 // The registered buffer: control slots, the credit source and slot, then the local and the exposed area.
 constexpr size_t kGuard = 4096;  // after the registered buffer: a segment crossing its end must not land there
 constexpr size_t kReceiveSlot = 0, kSendSlot = 64, kCreditSource = 128, kCreditSlot = 136, kAreas = 4096;
-
-struct Flags {
-    Verb verb = Verb::kWrite;
-    std::string tool;
-    bool rdma_cm = false;
-    std::string server;  // the client's server address; none makes this the server
-    unsigned port = 18515;
-    uint64_t size = 65536;
-    uint64_t iters = 0;  // 0: perftest's default for the verb
-    double duration = 0;
-    bool gbits = false;
-    unsigned out_reads = 0;  // -o, ib_read_bw only; 0 = the adapter's limit
-    unsigned tx_depth = 128;
-    unsigned rx_depth = 512;
-    std::string interface;  // -d: the network interface the adapter is bound to; "" = every address of the host
-    // softndk's own fault injection (issue 8 §4), not a perftest flag: the STag or address this side advertises
-    // (server) or uses (client) is made wrong, so the peer's or our requests are refused across the boundary.
-    enum class Inject { kNone, kBadStag, kBeyondRegion } inject = Inject::kNone;
-};
-
-[[noreturn]] void Fail(const char* format, const char* detail = "") {
-    std::fprintf(stderr, format, detail);
-    std::fputc('\n', stderr);
-    std::exit(1);
-}
-
-constexpr const char* kUsage =
-    "usage: ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [flags] [SERVER]   (perftest's rdma_cm protocol)\n"
-    "  without SERVER this side is the server; with it, the client (an address or a host name, IPv4)\n"
-    "  -R, --rdma_cm          required: perftest's rdma_cm mode (its TCP side channel is not spoken)\n"
-    "  -d, --ib-dev DEVICE    softndk0 (every address of this host, the default), a network interface name\n"
-    "                         (the adapter owns its addresses), or NAME_IFACE as in siw_eth0 or rxe_eth0\n"
-    "  -i, --ib-port 1        the only port\n"
-    "  -s, --size SIZE        bytes, k/K/KiB, m/M/MiB, g/G/GiB units, 1 ... 1 GiB (default 65536)\n"
-    "  -n, --iters N          iterations, 5 ... 100000000 (default 5000 for write, 1000 for read and send)\n"
-    "  -D, --duration S       run S seconds instead of -n, 1 ... 86400\n"
-    "  -p, --port PORT        1 ... 65535 (default 18515)\n"
-    "  -t, --tx-depth N       requests in flight, 1 ... 15000 (default 128)\n"
-    "  -r, --rx-depth N       ib_send_bw: receives posted, 3 ... 16384 (default 512)\n"
-    "  -o, --outs N           ib_read_bw: Reads in flight, 1 ... 65536 (default: the adapter's limit)\n"
-    "  -q, --qp 1             one QP (several are not supported yet)\n"
-    "  --report_gbits         report Gb/s instead of MB/s\n"
-    "  -F, --CPU-freq         accepted; nothing to warn about\n"
-    "  --inject bad-stag|beyond-region   softndk's own: advertise or use a wrong STag or address\n"
-    "  -h, --help             this text\n"
-    "  not supported yet, refused: -a (all sizes), -b (bidirectional), -q above 1\n";
-
-[[noreturn]] void Usage(const char* problem, const std::string& what = "") {
-    std::fprintf(stderr, "ndkperf: %s%s; see ndkperf ib_write_bw --help\n", problem, what.c_str());
-    std::exit(2);
-}
-
-// perftest's size syntax: a number with an optional K, M or G (also KiB, MiB, GiB).
-uint64_t ParseSize(const std::string& flag, const std::string& text) {
-    return ndktools::ParseSize("ndkperf", flag, text, 1, 1ull << 30);
-}
-
-unsigned ParseCount(const std::string& flag, const std::string& text, unsigned low, unsigned high) {
-    return static_cast<unsigned>(ndktools::ParseCount("ndkperf", flag, text, low, high));
-}
-
-// -d DEVICE (issue 20 §1: every perftest script passes one): softndk0 or softndk is the adapter over every
-// address of the host; an interface name binds the adapter to it; NAME_IFACE (siw_eth0, rxe_eth0) names the
-// interface IFACE, so a script written for siw or rxe runs unchanged.
-std::string DeviceInterface(const std::string& device) {
-    if (device == "softndk" || device == "softndk0") return "";
-    if (if_nametoindex(device.c_str()) != 0) return device;
-    const size_t underscore = device.find('_');
-    if (underscore != std::string::npos && if_nametoindex(device.substr(underscore + 1).c_str()) != 0)
-        return device.substr(underscore + 1);
-    std::fprintf(stderr,
-                 "ndkperf: -d: no device \"%s\": softndk's are softndk0 (every address of this host), a network "
-                 "interface (ip link), or NAME_IFACE such as siw_eth0; see ndkperf ib_write_bw --help\n",
-                 device.c_str());
-    std::exit(2);
-}
-
-Flags::Inject Injection(const std::string& what) {
-    if (what == "bad-stag") return Flags::Inject::kBadStag;
-    if (what == "beyond-region") return Flags::Inject::kBeyondRegion;
-    Usage("--inject takes bad-stag or beyond-region, not ", what);
-}
-
-Flags Parse(int argc, char** argv) {
-    Flags flags;
-    flags.tool = argv[0];
-    if (flags.tool == "ib_write_bw")
-        flags.verb = Verb::kWrite;
-    else if (flags.tool == "ib_read_bw")
-        flags.verb = Verb::kRead;
-    else if (flags.tool == "ib_send_bw")
-        flags.verb = Verb::kSend;
-    else
-        Usage("no such perftest tool: ", flags.tool);
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i], value;
-        if (const size_t equals = arg.find('='); arg.rfind("--", 0) == 0 && equals != std::string::npos) {
-            value = arg.substr(equals + 1);  // --size=4096
-            arg.resize(equals);
-        }
-        auto next = [&]() -> std::string {
-            if (!value.empty()) return value;
-            if (i + 1 >= argc) Usage("a value is missing after ", arg);
-            return argv[++i];
-        };
-        if (arg == "-h" || arg == "--help") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "-R" || arg == "--rdma_cm")
-            flags.rdma_cm = true;
-        else if (arg == "-d" || arg == "--ib-dev")
-            flags.interface = DeviceInterface(next());
-        else if (arg == "-i" || arg == "--ib-port")
-            ParseCount(arg, next(), 1, 1);
-        else if (arg == "-q" || arg == "--qp")
-            ParseCount(arg, next(), 1, 1);
-        else if (arg == "-a" || arg == "--all" || arg == "-b" || arg == "--bidirectional")
-            Usage("not supported yet: ", arg + " (run one -s per invocation, one direction; docs/interop.md)");
-        else if (arg == "-F" || arg == "--CPU-freq")
-            continue;  // perftest's cpufreq warning: none here
-        else if (arg == "-s" || arg == "--size")
-            flags.size = ParseSize(arg, next());
-        else if (arg == "-n" || arg == "--iters")
-            flags.iters = ParseCount(arg, next(), 5, 100000000);
-        else if (arg == "-p" || arg == "--port")
-            flags.port = ParseCount(arg, next(), 1, 65535);
-        else if (arg == "-D" || arg == "--duration")
-            flags.duration = ParseCount(arg, next(), 1, 86400);
-        else if (arg == "-t" || arg == "--tx-depth")
-            flags.tx_depth = ParseCount(arg, next(), 1, 15000);
-        else if (arg == "--report_gbits")
-            flags.gbits = true;
-        else if (arg == "--inject")
-            flags.inject = Injection(next());
-        else if ((arg == "-r" || arg == "--rx-depth") && flags.verb == Verb::kSend)
-            flags.rx_depth = ParseCount(arg, next(), 3, 16384);
-        else if ((arg == "-o" || arg == "--outs") && flags.verb == Verb::kRead)
-            flags.out_reads = ParseCount(arg, next(), 1, 65536);
-        else if (arg[0] != '-' && flags.server.empty())
-            flags.server = arg;
-        else
-            Usage("unsupported flag ", arg);
-    }
-    if (!flags.rdma_cm) Usage("only perftest's rdma_cm mode is spoken: add -R");
-    if (flags.inject != Flags::Inject::kNone && flags.verb == Verb::kSend)
-        Usage(
-            "--inject is for ib_write_bw and ib_read_bw; for a Send larger than the receive give the client the "
-            "larger -s");
-    if (flags.size == 0 || flags.size > (1u << 30)) Usage("-s must be 1 … 1 GiB");
-    if (flags.duration > 0 && flags.iters != 0) Usage("-D and -n exclude each other");
-    if (flags.iters == 0) flags.iters = flags.verb == Verb::kWrite ? 5000 : 1000;
-    if (flags.duration == 0) {
-        flags.tx_depth = static_cast<unsigned>(std::min<uint64_t>(flags.tx_depth, flags.iters));
-        flags.rx_depth = static_cast<unsigned>(std::min<uint64_t>(flags.rx_depth, flags.iters));
-        flags.rx_depth += flags.rx_depth % 2;  // perftest rounds an odd depth up
-    }
-    return flags;
-}
 
 const char* StatusNameOf(NTSTATUS status) {
     const char* name = SoftNdkStatusName(status);
@@ -393,22 +241,10 @@ public:
         PrintRemote(remote_);
         std::printf("%s", kLine);
         std::printf(" #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", Unit(), Unit());
-        if (flags_.verb == Verb::kSend) {
-            if (server) PostReceives();
-            Handshake(mine);  // #10: the server's receives are posted
-            Figures figures = server ? ReceiveSends() : RunInitiator();
-            PrintRow(figures);
-        } else {
-            if (!server) {
-                Figures figures = RunInitiator();
-                PrintRow(figures);
-                Handshake(mine);  // #10: the server waits here through the data phase
-                ExchangeReports(figures);
-            } else {
-                Handshake(mine);
-                PrintRow(ExchangeReports(Figures{}));  // the server prints the client's figures
-            }
-        }
+        if (flags_.verb == Verb::kSend)
+            SendRounds(mine);
+        else
+            RdmaRounds(mine);
         std::printf("%s", kLine);
         // iWARP Writes and Sends complete when sent: a refusal comes back as a Terminate on the data connection,
         // which by now (the server answered behind it) has arrived. The run did not succeed then.
@@ -680,7 +516,9 @@ private:
     }
 
     void ConnectData() {
-        PostDataReceive();  // never filled (the server never Sends on it): flushed with the cause if the run fails
+        // Never filled (the server never Sends on it): flushed with the cause if the run fails. send_bw -b posts
+        // its real receives instead: an extra one would take a Send meant for them.
+        if (flags_.verb != Verb::kSend || !flags_.duplex) PostDataReceive();
         Connect(data_, ReadLimit());
     }
 
@@ -746,7 +584,7 @@ private:
         const char* title = flags_.verb == Verb::kWrite  ? "RDMA_Write"
                             : flags_.verb == Verb::kRead ? "RDMA_Read"
                                                          : "Send";
-        std::printf("%s                    %s BW Test\n", kLine, title);
+        std::printf("%s                    %s%s BW Test\n", kLine, title, flags_.duplex ? " Bidirectional" : "");
         std::printf(" Dual-port       : OFF\t\tDevice         : softndk\n");
         std::printf(" Number of qps   : 1\t\tTransport type : IW\n");
         std::printf(" Connection type : RC\t\tUsing SRQ      : OFF\n");
@@ -778,14 +616,14 @@ private:
 
     Figures Measure(uint64_t count, double seconds, double best_per_op) const {
         Figures f;
-        f.size = flags_.size;
+        f.size = size_;
         f.iters = count;
         const double unit = flags_.gbits ? 125000000.0 : 1048576.0;  // perftest: Gb/s or MiB/s
         if (seconds > 0) {
-            f.average = static_cast<double>(flags_.size) * static_cast<double>(count) / seconds / unit;
+            f.average = static_cast<double>(size_) * static_cast<double>(count) / seconds / unit;
             f.message_rate = static_cast<double>(count) / seconds / 1e6;
         }
-        if (best_per_op > 0) f.peak = static_cast<double>(flags_.size) / best_per_op / unit;
+        if (best_per_op > 0) f.peak = static_cast<double>(size_) / best_per_op / unit;
         return f;
     }
 
@@ -808,14 +646,81 @@ private:
         return theirs;
     }
 
+    // ---- the rounds: one size, or every size with -a; one direction, or both with -b ----
+
+    std::vector<uint64_t> Sizes() const {
+        if (!flags_.all_sizes) return {flags_.size};
+        std::vector<uint64_t> sizes;
+        for (unsigned power = kAllSizesFirstPower; power <= kAllSizesLastPower; ++power)
+            sizes.push_back(uint64_t{1} << power);
+        return sizes;
+    }
+
+    // perftest's -b report: this side's figures plus the peer's (print_full_bw_report with both).
+    static Figures Sum(Figures mine, const Figures& theirs) {
+        mine.peak += theirs.peak;
+        mine.average += theirs.average;
+        mine.message_rate += theirs.message_rate;
+        return mine;
+    }
+
+    // write_bw / read_bw (perftest's main): one way, the client runs every size and prints its rows, then one
+    // handshake and the report exchange of the last size, which the server prints. Both ways, each size is a
+    // handshake, both sides' run, with -a another handshake, the report exchange, and the sum on both sides.
+    void RdmaRounds(const Record& mine) {
+        const bool server = flags_.server.empty();
+        if (!flags_.duplex) {
+            if (server) {
+                Handshake(mine);                       // #10: the server waits here through the data phase
+                PrintRow(ExchangeReports(Figures{}));  // the server prints the client's figures
+                return;
+            }
+            Figures last;
+            for (const uint64_t size : Sizes()) {
+                size_ = size;
+                last = RunInitiator();
+                PrintRow(last);
+            }
+            Handshake(mine);
+            ExchangeReports(last);
+            return;
+        }
+        for (const uint64_t size : Sizes()) {
+            size_ = size;
+            Handshake(mine);
+            const Figures figures = RunInitiator();
+            if (flags_.all_sizes) Handshake(mine);
+            PrintRow(Sum(figures, ExchangeReports(figures)));
+        }
+    }
+
+    // send_bw (perftest's main): per size the receiving sides post their receives, a handshake, the run, the
+    // rows, and with -a a handshake after. Both ways, without -D, the two exchange reports and print the sum.
+    void SendRounds(const Record& mine) {
+        const bool server = flags_.server.empty();
+        for (const uint64_t size : Sizes()) {
+            size_ = size;
+            if (server || flags_.duplex) PostReceives();
+            Handshake(mine);  // #10: the receives are posted
+            // The credit count restarts each size (perftest clears its credit buffer here).
+            __atomic_store_n(reinterpret_cast<uint32_t*>(buffer_ + kCreditSlot), 0u, __ATOMIC_RELEASE);
+            if (!flags_.duplex) {
+                PrintRow(server ? ReceiveSends() : RunInitiator());
+            } else {
+                const Figures figures = SendBothWays();
+                PrintRow(flags_.duration > 0 ? figures : Sum(figures, ExchangeReports(figures)));
+            }
+            if (flags_.all_sizes) Handshake(mine);
+        }
+    }
+
     // ---- the data phase ----
 
     // perftest's address cycling (increase_rem_addr): sizes up to half the cycle buffer walk through it in
     // cache-line-rounded steps; larger ones always use the start.
     uint64_t Offset(uint64_t index) const {
-        if (flags_.size > cycle_buffer_ / 2 || flags_.inject != Flags::Inject::kNone) return 0;
-        const uint64_t step =
-            flags_.size > cache_line_ ? (flags_.size + cache_line_ - 1) / cache_line_ * cache_line_ : cache_line_;
+        if (size_ > cycle_buffer_ / 2 || flags_.inject != Flags::Inject::kNone) return 0;
+        const uint64_t step = size_ > cache_line_ ? (size_ + cache_line_ - 1) / cache_line_ * cache_line_ : cache_line_;
         return index % (cycle_buffer_ / step) * step;
     }
 
@@ -841,7 +746,7 @@ private:
             while (!stopping && posted < iters && posted - completed < flags_.tx_depth &&
                    (flags_.verb != Verb::kSend || static_cast<uint32_t>(posted + 1 - Credit()) < flags_.rx_depth)) {
                 const uint64_t offset = Offset(posted);
-                NDK_SGE sge = Sge(kAreas + offset, flags_.size);
+                NDK_SGE sge = Sge(kAreas + offset, size_);
                 const uint64_t remote = remote_.vaddr + offset;
                 NTSTATUS posted_status;
                 if (flags_.verb == Verb::kWrite)
@@ -897,7 +802,7 @@ private:
     }
 
     void PostDataReceive() {
-        NDK_SGE sge = Sge(kAreas + area_, flags_.size);
+        NDK_SGE sge = Sge(kAreas + area_, size_);
         Check(data_.qp->Dispatch->NdkReceive(data_.qp, nullptr, &sge, 1), "NdkReceive");
     }
 
@@ -946,6 +851,83 @@ private:
         return Measure(received, std::chrono::duration<double>(last - first).count(), 0);
     }
 
+    // send_bw -b (perftest's run_iter_bi): each side Sends as the client does, within its tx depth and the peer's
+    // credit, and receives as the server does, reposting and writing its cumulative count to the peer's credit slot.
+    // A credit Write owed while kCreditWrites are in flight goes with the next one (the count only grows). Ends
+    // when both directions are done, or -D seconds after the start once this side's Sends completed.
+    Figures SendBothWays() {
+        constexpr uint64_t kCreditWrites = 4;  // within the data QP's initiator depth, tx_depth + 8
+        const bool timed = flags_.duration > 0;
+        const uint32_t credit_every = std::max(1u, flags_.rx_depth / 3);
+        uint64_t posted = 0, sent = 0, received = 0, credits_in_flight = 0;
+        bool credit_owed = false, stopping = false;
+        auto* credit_source = reinterpret_cast<uint32_t*>(buffer_ + kCreditSource);
+        const auto start = Clock::now();
+        const auto end =
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flags_.duration));
+        auto last_progress = start;
+        std::optional<Clock::time_point> gone;
+        for (;;) {
+            const auto now = Clock::now();
+            if (timed && !stopping && now >= end) stopping = true;
+            if (timed ? stopping && sent == posted && credits_in_flight == 0
+                      : sent == flags_.iters && received == flags_.iters && credits_in_flight == 0)
+                break;
+            while (!stopping && (timed || posted < flags_.iters) && posted - sent < flags_.tx_depth &&
+                   static_cast<uint32_t>(posted + 1 - Credit()) < flags_.rx_depth) {
+                NDK_SGE sge = Sge(kAreas + Offset(posted), size_);
+                Check(data_.qp->Dispatch->NdkSend(data_.qp, nullptr, &sge, 1, 0), "NdkSend");
+                ++posted;
+            }
+            bool progress = false;
+            NDK_RESULT_EX results[64];
+            ULONG got = data_cq_->Dispatch->NdkGetCqResultsEx(data_cq_, results, 64);
+            for (ULONG i = 0; i < got; ++i) {
+                if (results[i].Status != STATUS_SUCCESS)
+                    Fatal(" Completion with error at " + Side() + ": " + Describe(results[i]) + " (a Send received)");
+                ++received;
+                if (timed || receives_posted_ < flags_.iters) {
+                    PostDataReceive();
+                    ++receives_posted_;
+                }
+                if ((received % flags_.rx_depth) % credit_every == 0) credit_owed = true;
+            }
+            progress |= got > 0;
+            got = data_send_cq_->Dispatch->NdkGetCqResultsEx(data_send_cq_, results, 64);
+            for (ULONG i = 0; i < got; ++i) {
+                if (results[i].Status != STATUS_SUCCESS)
+                    Fatal(" Completion with error at " + Side() + ": " + Describe(results[i]) + ", after " +
+                          std::to_string(sent) + " Sends completed");
+                if (results[i].Type == NdkOperationTypeSend)
+                    ++sent;
+                else
+                    --credits_in_flight;
+            }
+            progress |= got > 0;
+            if (credit_owed && credits_in_flight < kCreditWrites) {
+                __atomic_store_n(credit_source, htole32(static_cast<uint32_t>(received)), __ATOMIC_RELEASE);
+                NDK_SGE sge = Sge(kCreditSource, 4);
+                Check(data_.qp->Dispatch->NdkWrite(data_.qp, nullptr, &sge, 1, remote_.vaddr, remote_.rkey, 0),
+                      "NdkWrite (credit)");
+                ++credits_in_flight;
+                credit_owed = false;
+            }
+            if (progress) {
+                last_progress = now;
+                continue;
+            }
+            if (data_.disconnected && !gone) gone = now;
+            if (gone && now - *gone > std::chrono::milliseconds(200))
+                Fatal(" the peer closed the data connection before the end");
+            if (now - last_progress > std::chrono::seconds(kSilenceSeconds))
+                Fatal(" Did not get Message for 120 Seconds (a Send, both ways)");
+            if (posted == sent) usleep(1);  // waiting for the peer's Sends or credit
+        }
+        return Measure(sent, std::chrono::duration<double>(Clock::now() - start).count(), 0);
+    }
+
+    std::string Side() const { return flags_.server.empty() ? "server" : "client"; }
+
     Flags flags_;
     NDK_ADAPTER* adapter_ = nullptr;
     NDK_PD* pd_ = nullptr;
@@ -964,6 +946,7 @@ private:
     uint32_t cycle_buffer_ = kCycleBuffer;
     uint32_t cache_line_ = kCacheLine;
     uint64_t receives_posted_ = 0;
+    uint64_t size_ = flags_.size;             // this round's size: -a walks through them
     std::deque<std::vector<uint8_t>> inbox_;  // control messages received, not yet taken (Exchange)
     uint64_t checksum_ = 0;                   // of the guarded bytes before the peer knew where to write (CheckMemory)
     size_t guarded_end_ = kAreas;             // the guarded data area is [kAreas, guarded_end_), plus the guard page
@@ -975,7 +958,7 @@ private:
 }  // namespace
 
 int RunPerftest(int argc, char** argv) {
-    const Flags flags = Parse(argc, argv);
+    const Flags flags = ParsePerftestFlags(argc, argv);
     setvbuf(stdout, nullptr, _IOLBF, 0);
     Perftest perftest(flags);
     return perftest.Run();

@@ -14,23 +14,27 @@ name="ndk-perftest-$$"
 # tool:size:iterations[:reads[:option]] — iterations DN: -D N seconds instead of -n. reads: both sides get -o
 # READS, and the data connection's MPA Request and Reply must carry exactly IRD = ORD = READS (issue 8 §3: 1, 16,
 # and 5, which siw rounds up to an 8-entry queue); without it ib_read_bw must negotiate siw's maximum, 128.
-# option gbits: both sides report in Gb/s (--report_gbits). option readrtr: softndk offers the Read RTR
+# option all: both sides get -a (every size, 2 B … 8 MiB; the row checked is the last, 8388608); option bidi: both
+# get -b (both directions at once, each side prints the sum; not in the list yet: siw's ib_write_bw -b client
+# against softndk stalls, docs/interop.md). option gbits: both sides report in Gb/s (--report_gbits). option readrtr: softndk offers the Read RTR
 # (SOFTNDK_MPA_RTR=read); when it initiates, the data connection (ORD 128) must use it and the control connection
 # (ORD 0) the Write RTR, since a Read RTR needs an outbound read.
 cases="ib_write_bw:2:1000 ib_write_bw:65536:200 ib_write_bw:1048576:20
        ib_read_bw:2:500 ib_read_bw:65536:100 ib_read_bw:1048576:20
        ib_send_bw:2:2000 ib_send_bw:65536:200 ib_send_bw:1048576:20
        ib_read_bw:4096:200:1 ib_read_bw:4096:200:5 ib_read_bw:4096:200:16
-       ib_write_bw:65536:D3::gbits ib_send_bw:4096:D3 ib_read_bw:65536:100::readrtr"
+       ib_write_bw:65536:D3::gbits ib_send_bw:4096:D3 ib_read_bw:65536:100::readrtr
+       ib_write_bw:8388608:5::all ib_send_bw:8388608:5::all"
+cases="${SIW_PERFTEST_CASES:-$cases}"  # one case or a few, to run by hand
 # A port pair per case, and 4 spare pairs for runs once more: a guest perftest killed after a failure can leave its
 # listener behind.
 pick_guest_ports() {  # below 32768, Linux's ephemeral ports; picked again before a retried boot
   base=$((24000 + RANDOM % 3900))
   guest_ports=()
-  for i in $(seq 0 18); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
+  for i in $(seq 0 20); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 }
 pick_guest_ports
-spare=15
+spare=17
 SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
@@ -88,6 +92,9 @@ for c in $cases; do
   limit=()
   [ -n "$reads" ] && limit=(-o "$reads")
   [ "$option" = gbits ] && limit+=(--report_gbits)
+  shape=(-s "$size")
+  [ "$option" = all ] && shape=(-a)
+  [ "$option" = bidi ] && shape+=(-b)
   unset SOFTNDK_MPA_RTR
   [ "$option" = readrtr ] && export SOFTNDK_MPA_RTR=read
   run=(-n "$count")
@@ -102,10 +109,10 @@ for c in $cases; do
   retried=""
   for attempt in 1 2; do
     vm exec --name "$name" -- sh -c 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true' >/dev/null 2>&1
-    vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward -s $size ${run[*]} ${limit[*]} \
+    vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward ${shape[*]} ${run[*]} ${limit[*]} \
         >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
     vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-    SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" -s "$size" "${run[@]}" "${limit[@]}" \
+    SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" "${shape[@]}" "${run[@]}" "${limit[@]}" \
         127.0.0.1 >"$log" 2>&1
     ours=$?
     if [ "$attempt" = 1 ] && could_not_report "$(guest_log_when_done /tmp/perftest-server.log "perftest-exit=")"; then
@@ -124,11 +131,11 @@ for c in $cases; do
   log="${pcap%.pcap}.log"
   retried=""
   for attempt in 1 2; do
-    SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" -s "$size" "${run[@]}" "${limit[@]}" \
+    SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$reverse" "${shape[@]}" "${run[@]}" "${limit[@]}" \
         >"$log" 2>&1 &
     server=$!
     wait_for_line "$log" "Waiting for client"
-    vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse -s $size ${run[*]} ${limit[*]} \$SIWVM_HOST \
+    vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse ${shape[*]} ${run[*]} ${limit[*]} \$SIWVM_HOST \
         >/tmp/perftest-client.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-client.log" >/dev/null 2>&1
     wait "$server"
     ours=$?

@@ -46,13 +46,14 @@ expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens at that address
 expect 2 'resolving it as a host name failed' -- --client -a no-such-host.invalid -p 1
 expect 0 '"schema":"softndk-ndkperf/2"' -- --test write --sizes 64 --seconds 0.01 --json
 expect 0 '"gbytes_per_s":' -- --test write --sizes 64 --seconds 0.01 --json
-# perftest mode (issue 20 §1): help, -d as perftest scripts pass it, honest refusals of what is not built
+# perftest mode (issue 20 §1): help, -d as perftest scripts pass it, -a and -b combinations that cannot run
 expect 0 '-d, --ib-dev DEVICE' -- ib_write_bw --help
 expect 0 'usage: ndkperf ib_write_bw' -- ib_read_bw -h
 expect 2 '-d: no device "mlx5_0"' -- ib_write_bw -R -d mlx5_0
-expect 2 'not supported yet: -a' -- ib_write_bw -R -d lo -a
-expect 2 'not supported yet: -a' -- ib_write_bw -R -d siw_lo -a
-expect 2 'not supported yet: -b' -- ib_send_bw -R -d softndk0 -b
+expect 0 '-b, --bidirectional' -- ib_send_bw --help
+expect 2 'give -a or -s, not both' -- ib_write_bw -R -d lo -a -s 4k
+expect 2 '--inject runs one size in one direction' -- ib_write_bw -R -d siw_lo -b --inject bad-stag
+expect 2 'ib_send_bw -a counts its Sends per size (-n)' -- ib_send_bw -R -d softndk0 -a -D 2
 expect 2 '-q: "2" is not a whole number from 1 to 1' -- ib_write_bw -R -q 2
 expect 2 '-s: "4x"' -- ib_write_bw -R -s 4x
 expect 2 'unsupported flag --bogus; see ndkperf ib_write_bw --help' -- ib_write_bw -R --bogus

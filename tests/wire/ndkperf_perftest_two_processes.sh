@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 8 §2: `ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R` (perftest's rdma_cm protocol) with softndk on both
 # ends, two processes over loopback: each tool at 2 B and 1 MiB, send_bw past its 512 receives (credits), a
-# duration run, --report_gbits; both sides exit 0 and print their row. Then requests refused across the two
+# duration run, --report_gbits; -a (every size, 23 rows from the client) and -b (both directions, each side prints the
+# sum, also with -a); both sides exit 0 and print their row. Then requests refused across the two
 # processes (--inject, a Send larger than the receive), and the tool's own refusals: no -R, a bad flag.
 set -uo pipefail
 ndkperf="$1"
@@ -12,6 +13,7 @@ run() {  # tool, then the flags both sides get
   local tool="$1" port=$((20000 + RANDOM % 20000)) size
   shift
   size=$(grep -oE -- '-s [0-9]+' <<<"$*" | cut -d' ' -f2)
+  [[ " $* " == *" -a "* ]] && size=8388608  # the last of -a's rows
   "$ndkperf" "$tool" -R -p "$port" "$@" >"$log/server" 2>&1 &
   local server=$!
   for _ in $(seq 100); do grep -q "Waiting for client" "$log/server" && break; sleep 0.05; done
@@ -20,11 +22,14 @@ run() {  # tool, then the flags both sides get
   timeout 30 tail --pid="$server" -f /dev/null
   wait "$server"
   local served=$?
+  local shape=ok
+  if [[ " $* " == *" -a "* ]] && [ "$(grep -cE "^ [0-9]+ +[0-9]+ " "$log/client")" -ne 23 ]; then shape="not 23 rows"; fi
+  if [[ " $* " == *" -b "* ]] && ! grep -q "Bidirectional BW Test" "$log/server"; then shape="no Bidirectional title"; fi
   if [ "$client" -eq 0 ] && [ "$served" -eq 0 ] && grep -Eq "^ $size +[0-9]+ " "$log/client" &&
-     grep -Eq "^ $size +[0-9]+ " "$log/server"; then
+     grep -Eq "^ $size +[0-9]+ " "$log/server" && [ "$shape" = ok ]; then
     echo "ok   $tool $* ($(grep -E "^ $size " "$log/client" | tr -s ' \t' ' '))"
   else
-    echo "FAIL $tool $* (client exit $client, server exit $served)"
+    echo "FAIL $tool $* (client exit $client, server exit $served, shape: $shape)"
     tail -n 5 "$log/client" "$log/server"
     failed=1
   fi
@@ -37,6 +42,15 @@ run ib_send_bw -s 2 -n 3000
 run ib_send_bw -s 1048576 -n 50
 run ib_send_bw -s 4096 -D 1 -r 64
 run ib_write_bw -s 65536 -D 1
+# issue 20 §1: perftest's -a and -b
+run ib_write_bw -a -n 5
+run ib_read_bw -a -n 5 -o 4
+run ib_send_bw -a -n 5
+run ib_write_bw -b -s 65536 -n 500
+run ib_read_bw -b -s 4096 -n 500
+run ib_send_bw -b -s 4096 -n 3000 -r 64
+run ib_send_bw -b -s 1024 -D 1
+run ib_send_bw -a -b -n 20
 # Issue 8 §4 between two softndk processes: a refused request ends both with the cause on both sides, and no
 # byte of the server's memory outside what it advertised (nor the guard page after its region) changes.
 refused() {  # tool, server flags, client flags, the client's expected line
