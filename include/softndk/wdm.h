@@ -103,6 +103,8 @@ SOFTNDK_API VOID ExFreePool(PVOID P);
 
 /* Text describing the last failure of a softndk call on this thread ("" if none). */
 SOFTNDK_API const char* SoftNdkGetLastErrorText(void);
+/* Empties this thread's text, so that a caller can tell whether the next call recorded one. */
+SOFTNDK_API VOID SoftNdkClearLastErrorText(void);
 
 #ifdef __cplusplus
 }

@@ -46,11 +46,11 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
     }
     object.AddRef();
     Lifetime* held = &object;
-    Finish finish = [completion, context, held, undo](NTSTATUS status) mutable {
+    Finish finish = [completion, context, held, undo, function](NTSTATUS status) mutable {
         if (!NT_SUCCESS(status)) undo();
         VerifierRequestFinished(held);
         {
-            CallbackScope scope;
+            CallbackScope scope(engine::kProviderFunctions[static_cast<size_t>(function)].name, context);
             completion(context, status);
         }
         held->Release();
@@ -94,11 +94,11 @@ NTSTATUS RunCreate(AdapterObject& adapter, engine::ProviderFunction function, Li
     if (fault.kind == engine::FaultDecision::Kind::kFailAsync || adapter.executor->ShouldPend()) {
         parent.AddRef();
         Lifetime* held = &parent;
-        adapter.executor->Post([fault, completion, context, held, make = std::move(make)]() mutable {
+        adapter.executor->Post([fault, completion, context, held, function, make = std::move(make)]() mutable {
             NDK_OBJECT_HEADER* header = nullptr;
             NTSTATUS status = fault.kind == engine::FaultDecision::Kind::kFailAsync ? fault.status : make(&header);
             {
-                CallbackScope scope;
+                CallbackScope scope(engine::kProviderFunctions[static_cast<size_t>(function)].name, context);
                 completion(context, status, NT_SUCCESS(status) ? header : nullptr);
             }
             held->Release();

@@ -325,7 +325,13 @@ NTSTATUS GetConnectionData(NDK_CONNECTOR* handle, ULONG* inbound, ULONG* outboun
         return InvalidParameter("NdkGetConnectionData: NULL buffer with a length (CM-11b)");
     std::shared_ptr<cm::ConnectionSide> side = connector->side;
     if (!side) return STATUS_CONNECTION_INVALID;
-    return side->GetConnectionData(inbound, outbound, data, length);
+    bool late = false;
+    const NTSTATUS status = side->GetConnectionData(inbound, outbound, data, length, &late);
+    if (late)
+        VerifierConsumerRule("NDK_CM_12_CONNECTION_DATA_AFTER_ESTABLISHING", "NdkGetConnectionData",
+                             "NdkGetConnectionData after NdkAccept or NdkCompleteConnect on this connector (CM-12); "
+                             "the data established is returned, as hardware keeps it");
+    return status;
 }
 
 NTSTATUS AddressOf(NDK_CONNECTOR* handle, PSOCKADDR address, ULONG* length, bool peer) {

@@ -80,7 +80,7 @@ private:
         if (parent != nullptr) UnregisterLive(this);
         ops_.destroy(object_);  // frees this Lifetime too
         if (!inside_close && completion != nullptr) {
-            CallbackScope scope;
+            CallbackScope scope("NdkCloseObject", context);
             completion(context);
         }
         if (parent != nullptr) parent->Release();

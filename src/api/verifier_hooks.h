@@ -14,7 +14,8 @@
 
 extern "C" {
 typedef struct SoftNdkVerifierHooks {
-    void (*enter_callback)(void);
+    // `function` and `request_context` name the request a completion callback completes (NULL otherwise).
+    void (*enter_callback)(const char* function, const void* request_context);
     void (*leave_callback)(void);
     BOOLEAN (*check_handle)(const void* handle);  // FALSE: a closed object, refuse the call
     void (*object_created)(const void* handle, NDK_OBJECT_TYPE type);
@@ -25,6 +26,8 @@ typedef struct SoftNdkVerifierHooks {
     void (*post_end)(const void* queue);
     void (*registration_started)(const void* mdl_chain, const void* request_owner);
     void (*request_finished)(const void* request_owner);
+    // A consumer rule broken in a way hardware tolerates (the call goes on): `rule` is its id, e.g. CM-12.
+    void (*consumer_rule)(const char* rule, const char* function, const char* detail);
 } SoftNdkVerifierHooks;
 
 // Installs (or, with NULL, removes) the hooks. Exported so the separate kernel-layer library can reach it.
@@ -42,11 +45,13 @@ inline const SoftNdkVerifierHooks* VerifierHooks() {
 }
 #define SOFTNDK_VERIFIER_ACTIVE(hooks) __builtin_expect((hooks) != nullptr, 0)
 
-// A consumer callback runs inside this scope (CB-09: at DISPATCH_LEVEL).
+// A consumer callback runs inside this scope (CB-09: at DISPATCH_LEVEL). A completion names its request, so a
+// Verifier report raised inside it can say which (issue 19 §3).
 class CallbackScope {
 public:
-    CallbackScope() : hooks_(VerifierHooks()) {
-        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->enter_callback();
+    explicit CallbackScope(const char* function = nullptr, const void* request_context = nullptr)
+        : hooks_(VerifierHooks()) {
+        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->enter_callback(function, request_context);
     }
     ~CallbackScope() {
         if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->leave_callback();
@@ -100,6 +105,10 @@ inline void VerifierPassiveEntry(const char* function) {
 }
 inline void VerifierRegistrationStarted(const void* mdl_chain, const void* owner) {
     if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->registration_started(mdl_chain, owner);
+}
+// Issue 19 §3: a consumer-rule violation that the call tolerates, as hardware does.
+inline void VerifierConsumerRule(const char* rule, const char* function, const char* detail) {
+    if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->consumer_rule(rule, function, detail);
 }
 inline void VerifierRequestFinished(const void* owner) {
     if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->request_finished(owner);

@@ -186,10 +186,15 @@ NTSTATUS ConnectionSide::Reject(std::vector<uint8_t> private_data) {
     return STATUS_SUCCESS;
 }
 
-NTSTATUS ConnectionSide::GetConnectionData(ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length) {
+NTSTATUS ConnectionSide::GetConnectionData(ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length, bool* late) {
     std::lock_guard lock(mutex_);
-    if (state_ != SideState::kIncoming && state_ != SideState::kConnectReady) {
-        SetLastErrorText("NdkGetConnectionData: only after the connect event or a completed NdkConnect (CM-12)");
+    // AMB-15/CM-12: after NdkAccept or NdkCompleteConnect the consumer breaks CM-12, but the negotiated values
+    // and the peer's private data are what hardware still holds: given, and reported by the Verifier.
+    *late = state_ == SideState::kAccepting || state_ == SideState::kConnected || state_ == SideState::kDisconnecting;
+    if (state_ != SideState::kIncoming && state_ != SideState::kConnectReady && !*late) {
+        SetLastErrorText(
+            "NdkGetConnectionData: no connection data yet or any more: call it after the connect event or a "
+            "completed NdkConnect (CM-12)");
         return STATUS_INVALID_DEVICE_STATE;
     }
     if (inbound != nullptr)

@@ -74,10 +74,12 @@ public:
                     std::function<void()> on_disconnect, const Finish& finish);
     // After a failed NdkAccept: true when the QP never reached the peer (the consumer may use it again).
     bool GiveQpBackIfUnused();
-    NTSTATUS Reject(std::vector<uint8_t> private_data);                                      // CM-09, AMB-33
-    NTSTATUS GetConnectionData(ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length);  // CM-11/12
-    NTSTATUS Address(bool peer, Endpoint* out);                                              // CM-13
-    NTSTATUS Disconnect(const Finish& finish);                                               // CM-24/25
+    NTSTATUS Reject(std::vector<uint8_t> private_data);  // CM-09, AMB-33
+    // CM-11/12. After NdkAccept or NdkCompleteConnect the data is still given, as hardware keeps it (issue 19
+    // §3), and *late says so, for the Verifier's CM-12 warning.
+    NTSTATUS GetConnectionData(ULONG* inbound, ULONG* outbound, PVOID data, ULONG* length, bool* late);
+    NTSTATUS Address(bool peer, Endpoint* out);  // CM-13
+    NTSTATUS Disconnect(const Finish& finish);   // CM-24/25
     // LIFE-09: the connector is closing: its pending requests complete with STATUS_CANCELLED.
     void CancelPending();
     // The connector's close (LIFE-09, CM-15, CM-23): an offered connection is refused, an established one aborted.

@@ -29,3 +29,7 @@ void ClearLastErrorText() {
 extern "C" const char* SoftNdkGetLastErrorText(void) {
     return softndk::t_last_error;
 }
+
+extern "C" VOID SoftNdkClearLastErrorText(void) {
+    softndk::ClearLastErrorText();
+}

@@ -38,6 +38,11 @@ SOFTNDK_VERIFIER_MODE Mode();
 bool RequireIrqlAtMost(KIRQL max, const char* call);
 
 // ---- the Verifier's view of provider objects and MDLs (verifier.cpp) ----
+// Issue 19 §3: the object's calls print their refusals (src/km/refusals.cpp).
+bool RefusalReportsEnabled();
+void ReportRefusalsOf(void* handle, NDK_OBJECT_TYPE type);
+// Issue 19 §3: a consumer rule that hardware tolerates (CM-12): a warning by rule id, or a stop if so configured.
+void ReportTolerated(const char* rule, const char* call, const char* detail);
 void ForgetObject(const void* handle);  // an adapter closed through WSK
 bool MdlBusy(const void* mdl);          // MR-10: part of a pending registration
 ULONG LiveNdkObjects();

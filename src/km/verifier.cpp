@@ -21,7 +21,12 @@ namespace softndk::km {
 namespace {
 
 thread_local KIRQL t_irql = PASSIVE_LEVEL;
-thread_local std::vector<KIRQL> t_callback_irqls;  // saved IRQLs of nested provider callbacks
+struct CallbackFrame {
+    KIRQL saved_irql;
+    const char* function;  // the request a completion completes, or null
+    const void* request_context;
+};
+thread_local std::vector<CallbackFrame> t_callbacks;  // nested provider callbacks, innermost last
 thread_local bool t_reporting = false;
 
 std::atomic<int> g_mode{SOFTNDK_VERIFIER_ABORT};
@@ -77,13 +82,13 @@ const char* TypeName(NDK_OBJECT_TYPE type) {
 }
 
 // ---- hooks ----
-void EnterCallback() {
-    t_callback_irqls.push_back(t_irql);
+void EnterCallback(const char* function, const void* request_context) {
+    t_callbacks.push_back(CallbackFrame{t_irql, function, request_context});
     if (t_irql < DISPATCH_LEVEL) t_irql = DISPATCH_LEVEL;
 }
 void LeaveCallback() {
-    KIRQL saved = t_callback_irqls.empty() ? PASSIVE_LEVEL : t_callback_irqls.back();
-    if (!t_callback_irqls.empty()) t_callback_irqls.pop_back();
+    KIRQL saved = t_callbacks.empty() ? PASSIVE_LEVEL : t_callbacks.back().saved_irql;
+    if (!t_callbacks.empty()) t_callbacks.pop_back();
     KIRQL expected = saved < DISPATCH_LEVEL ? DISPATCH_LEVEL : saved;
     if (t_irql != expected)
         Report("IRQL_UNEXPECTED_VALUE", kDriverVerifierDetectedViolation, "consumer callback",
@@ -104,6 +109,7 @@ BOOLEAN CheckHandle(const void* handle) {
     return FALSE;
 }
 void ObjectCreated(const void* handle, NDK_OBJECT_TYPE type) {
+    ReportRefusalsOf(const_cast<void*>(handle), type);
     Registry& registry = Objects();
     std::lock_guard lock(registry.mutex);
     registry.objects[handle] = ObjectEntry{type, ObjectState::kLive};
@@ -199,10 +205,53 @@ void RequestFinished(const void* owner) {
     registry.owner_mdls.erase(it);
 }
 
+void ConsumerRule(const char* rule, const char* function, const char* detail) {
+    ReportTolerated(rule, function, detail);
+}
+
 constexpr SoftNdkVerifierHooks kHooks = {
     &EnterCallback, &LeaveCallback, &CheckHandle, &ObjectCreated,       &CloseStarted,    &RetainDestroyed,
-    &PassiveEntry,  &PostBegin,     &PostEnd,     &RegistrationStarted, &RequestFinished,
+    &PassiveEntry,  &PostBegin,     &PostEnd,     &RegistrationStarted, &RequestFinished, &ConsumerRule,
 };
+
+// With the Verifier off the refusal reports stay (issue 19 §3): every other hook lets the call through.
+constexpr SoftNdkVerifierHooks kReportOnlyHooks = {
+    [](const char*, const void*) {},
+    [] {},
+    [](const void*) -> BOOLEAN { return TRUE; },
+    [](const void* handle, NDK_OBJECT_TYPE type) { ReportRefusalsOf(const_cast<void*>(handle), type); },
+    [](const void*) -> BOOLEAN { return TRUE; },
+    [](void*, void (*)(void*)) -> BOOLEAN { return FALSE; },
+    [](const char*) {},
+    [](const void*, const char*) -> BOOLEAN { return TRUE; },
+    [](const void*) {},
+    [](const void*, const void*) {},
+    [](const void*) {},
+    [](const char*, const char*, const char*) {},
+};
+
+enum class ToleratedAction { kWarn, kAbort, kQuiet };
+ToleratedAction Tolerated() {
+    static const ToleratedAction action = [] {
+        const char* setting = std::getenv("SOFTNDK_VERIFIER_TOLERATED");
+        if (setting != nullptr && std::strcmp(setting, "abort") == 0) return ToleratedAction::kAbort;
+        if (setting != nullptr && std::strcmp(setting, "off") == 0) return ToleratedAction::kQuiet;
+        return ToleratedAction::kWarn;
+    }();
+    return action;
+}
+
+// The request whose completion is running on this thread, if any: "the completion of NdkConnect, ...".
+std::string InsideCompletion() {
+    for (auto it = t_callbacks.rbegin(); it != t_callbacks.rend(); ++it) {
+        if (it->function == nullptr) continue;
+        char line[160];
+        std::snprintf(line, sizeof(line), "    inside: the completion of %s, RequestContext %p\n", it->function,
+                      it->request_context);
+        return line;
+    }
+    return "";
+}
 
 // The kernel layer is active as soon as it is loaded: the mode comes from SOFTNDK_VERIFIER (default abort).
 __attribute__((constructor)) void InstallAtLoad() {
@@ -248,9 +297,9 @@ void Report(const char* rule, ULONG bug_check, const char* call, const char* for
     va_end(args);
     const std::string frames = Backtrace();
     std::fprintf(stderr,
-                 "\n*** SOFTNDK VERIFIER: %s (bug check 0x%X)\n    call:   %s at %s\n    detail: %s\n    "
+                 "\n*** SOFTNDK VERIFIER: %s (bug check 0x%X)\n    call:   %s at %s\n    detail: %s\n%s    "
                  "backtrace:\n%s",
-                 rule, bug_check, call, IrqlName(t_irql), detail, frames.c_str());
+                 rule, bug_check, call, IrqlName(t_irql), detail, InsideCompletion().c_str(), frames.c_str());
     g_violations.fetch_add(1, std::memory_order_relaxed);
     {
         std::lock_guard lock(g_callback_mutex);
@@ -264,6 +313,28 @@ void Report(const char* rule, ULONG bug_check, const char* call, const char* for
         std::fprintf(stderr, "*** SOFTNDK VERIFIER: stopping like a bug check (SOFTNDK_VERIFIER=log to continue)\n");
         std::abort();
     }
+}
+
+void ReportTolerated(const char* rule, const char* call, const char* detail) {
+    if (Mode() == SOFTNDK_VERIFIER_OFF || Tolerated() == ToleratedAction::kQuiet || t_reporting) return;
+    if (Tolerated() == ToleratedAction::kAbort) {
+        Report(rule, kDriverVerifierDetectedViolation, call, "%s (SOFTNDK_VERIFIER_TOLERATED=abort)", detail);
+        return;
+    }
+    t_reporting = true;
+    const std::string frames = Backtrace();
+    std::fprintf(stderr,
+                 "\n*** SOFTNDK VERIFIER WARNING: %s (tolerated, as hardware does)\n    call:   %s at %s\n    detail: "
+                 "%s\n%s    backtrace:\n%s    SOFTNDK_VERIFIER_TOLERATED=abort stops here instead\n",
+                 rule, call, IrqlName(t_irql), detail, InsideCompletion().c_str(), frames.c_str());
+    {
+        std::lock_guard lock(g_callback_mutex);
+        if (g_callback != nullptr) {
+            SOFTNDK_VERIFIER_REPORT report{rule, 0, call, t_irql, detail, frames.c_str()};
+            g_callback(g_callback_context, &report);
+        }
+    }
+    t_reporting = false;
 }
 
 bool RequireIrqlAtMost(KIRQL max, const char* call) {
@@ -336,7 +407,9 @@ KIRQL KeRaiseIrqlToDpcLevel(void) {
 
 VOID SoftNdkKmSetVerifierMode(SOFTNDK_VERIFIER_MODE Mode) {
     g_mode.store(Mode, std::memory_order_relaxed);
-    SoftNdkSetVerifierHooks(Mode == SOFTNDK_VERIFIER_OFF ? nullptr : &kHooks);
+    const SoftNdkVerifierHooks* hooks = &kHooks;
+    if (Mode == SOFTNDK_VERIFIER_OFF) hooks = RefusalReportsEnabled() ? &kReportOnlyHooks : nullptr;
+    SoftNdkSetVerifierHooks(hooks);
 }
 SOFTNDK_VERIFIER_MODE SoftNdkKmGetVerifierMode(void) {
     return Mode();

@@ -122,7 +122,9 @@ TEST_F(ConnectionSideTest, CM_03_TheAnswerLowersOurLimitsToThePeers) {
     EXPECT_EQ(connected.Wait(), STATUS_SUCCESS);
     ULONG inbound = 0, outbound = 0, length = 1;
     uint8_t byte = 0;
-    EXPECT_EQ(side->GetConnectionData(&inbound, &outbound, &byte, &length), STATUS_SUCCESS);
+    bool late = true;
+    EXPECT_EQ(side->GetConnectionData(&inbound, &outbound, &byte, &length, &late), STATUS_SUCCESS);
+    EXPECT_FALSE(late) << "before NdkCompleteConnect: within CM-12";
     EXPECT_EQ(inbound, 1u);   // our IRD: the peer's ORD
     EXPECT_EQ(outbound, 3u);  // our ORD: the peer's IRD
     EXPECT_EQ(byte, 7);

@@ -41,6 +41,7 @@ typedef struct _SOFTNDK_VERIFIER_REPORT {
     KIRQL Irql;            /* the caller's IRQL */
     const char* Detail;    /* what was wrong */
     const char* Backtrace; /* symbolised frames, one a line */
+    /* BugCheckCode 0: a warning about a consumer rule that hardware tolerates (e.g. CM-12), the call went on */
 } SOFTNDK_VERIFIER_REPORT;
 typedef VOID (*SOFTNDK_VERIFIER_CALLBACK)(PVOID Context, const SOFTNDK_VERIFIER_REPORT* Report);
 SOFTNDK_KM_API VOID SoftNdkKmSetVerifierMode(SOFTNDK_VERIFIER_MODE Mode);
