@@ -100,6 +100,11 @@ typedef ULONG64 POOL_FLAGS;
 #define POOL_FLAG_PAGED 0x0000000000000100ULL
 SOFTNDK_API PVOID ExAllocatePool2(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag);
 SOFTNDK_API VOID ExFreePool(PVOID P);
+/* Special pool, as Driver Verifier's (issue 19 §3): each block on its own pages before a guard page, freed
+ * blocks protected and kept out of reuse a while; an access to freed pool or past a block's end stops the process
+ * with a report (bug check, pool tag, address, where the block was allocated and freed). The kernel layer turns
+ * it on with its Verifier unless SOFTNDK_SPECIAL_POOL=off. */
+SOFTNDK_API VOID SoftNdkSetSpecialPool(BOOLEAN Enable);
 
 /* Text describing the last failure of a softndk call on this thread ("" if none). */
 SOFTNDK_API const char* SoftNdkGetLastErrorText(void);

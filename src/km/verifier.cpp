@@ -260,6 +260,10 @@ __attribute__((constructor)) void InstallAtLoad() {
     if (mode != nullptr && std::strcmp(mode, "off") == 0) initial = SOFTNDK_VERIFIER_OFF;
     if (mode != nullptr && std::strcmp(mode, "log") == 0) initial = SOFTNDK_VERIFIER_LOG;
     SoftNdkKmSetVerifierMode(initial);
+    // Special pool comes with the Verifier, as with Driver Verifier's standard settings (issue 19 §3).
+    const char* special = std::getenv("SOFTNDK_SPECIAL_POOL");
+    if (initial != SOFTNDK_VERIFIER_OFF && (special == nullptr || std::strcmp(special, "off") != 0))
+        SoftNdkSetSpecialPool(TRUE);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //   when its last block is freed. Freed blocks wait in a short FIFO before reuse, so a stale pointer does not
 //   meet the next allocation at once.
 // A failure to lock is printed on stderr whatever SOFTNDK_LOG says, with the `ulimit -l` remedy.
+// With special pool on (the kernel layer's Verifier, issue 19 §3) src/mm/special_pool.cpp serves blocks first.
 #include <sys/mman.h>
 
 #include <cstdio>
@@ -23,6 +24,7 @@
 
 #include "common/last_error.h"
 #include "mm/locked_page_registry.h"
+#include "mm/special_pool.h"
 
 namespace {
 
@@ -142,13 +144,13 @@ void ReleaseSmall(PoolTable& table, char* block) {
 extern "C" {
 
 PVOID ExAllocatePool2(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag) {
-    (void)Tag;
     bool non_paged = (Flags & POOL_FLAG_NON_PAGED) != 0;
     bool paged = (Flags & POOL_FLAG_PAGED) != 0;
     if ((Flags & ~kKnownFlags) != 0 || non_paged == paged || NumberOfBytes == 0) {
         softndk::SetLastErrorText("ExAllocatePool2: Flags must name exactly one of NON_PAGED / PAGED, size > 0");
         return nullptr;
     }
+    if (void* special = softndk::mm::special_pool::Allocate(NumberOfBytes, non_paged, Tag)) return special;
     PoolTable& table = Table();
     if (non_paged && NumberOfBytes < PAGE_SIZE) {
         std::lock_guard lock(table.mutex);
@@ -175,7 +177,7 @@ PVOID ExAllocatePool2(POOL_FLAGS Flags, SIZE_T NumberOfBytes, ULONG Tag) {
 }
 
 VOID ExFreePool(PVOID P) {
-    if (P == nullptr) return;
+    if (P == nullptr || softndk::mm::special_pool::Free(P)) return;
     PoolBlock block{};
     PoolTable& table = Table();
     {
