@@ -47,10 +47,14 @@ NTSTATUS RunRequest(AdapterObject& adapter, engine::ProviderFunction function, L
     object.AddRef();
     Lifetime* held = &object;
     Finish finish = [completion, context, held, undo, function](NTSTATUS status) mutable {
-        if (!NT_SUCCESS(status)) undo();
+        const char* name = engine::kProviderFunctions[static_cast<size_t>(function)].name;
+        if (!NT_SUCCESS(status)) {
+            undo();
+            VerifierRequestFailed(name, status);
+        }
         VerifierRequestFinished(held);
         {
-            CallbackScope scope(engine::kProviderFunctions[static_cast<size_t>(function)].name, context);
+            CallbackScope scope(name, context);
             completion(context, status);
         }
         held->Release();
@@ -97,8 +101,10 @@ NTSTATUS RunCreate(AdapterObject& adapter, engine::ProviderFunction function, Li
         adapter.executor->Post([fault, completion, context, held, function, make = std::move(make)]() mutable {
             NDK_OBJECT_HEADER* header = nullptr;
             NTSTATUS status = fault.kind == engine::FaultDecision::Kind::kFailAsync ? fault.status : make(&header);
+            const char* name = engine::kProviderFunctions[static_cast<size_t>(function)].name;
+            if (!NT_SUCCESS(status)) VerifierRequestFailed(name, status);
             {
-                CallbackScope scope(engine::kProviderFunctions[static_cast<size_t>(function)].name, context);
+                CallbackScope scope(name, context);
                 completion(context, status, NT_SUCCESS(status) ? header : nullptr);
             }
             held->Release();

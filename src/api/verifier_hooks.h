@@ -28,6 +28,8 @@ typedef struct SoftNdkVerifierHooks {
     void (*request_finished)(const void* request_owner);
     // A consumer rule broken in a way hardware tolerates (the call goes on): `rule` is its id, e.g. CM-12.
     void (*consumer_rule)(const char* rule, const char* function, const char* detail);
+    // A request or create that failed through its completion (issue 19 §3: said like an inline refusal).
+    void (*request_failed)(const char* function, NTSTATUS status);
 } SoftNdkVerifierHooks;
 
 // Installs (or, with NULL, removes) the hooks. Exported so the separate kernel-layer library can reach it.
@@ -109,6 +111,9 @@ inline void VerifierRegistrationStarted(const void* mdl_chain, const void* owner
 // Issue 19 §3: a consumer-rule violation that the call tolerates, as hardware does.
 inline void VerifierConsumerRule(const char* rule, const char* function, const char* detail) {
     if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->consumer_rule(rule, function, detail);
+}
+inline void VerifierRequestFailed(const char* function, NTSTATUS status) {
+    if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->request_failed(function, status);
 }
 inline void VerifierRequestFinished(const void* owner) {
     if (const SoftNdkVerifierHooks* hooks = VerifierHooks()) hooks->request_finished(owner);

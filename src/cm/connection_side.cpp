@@ -197,10 +197,12 @@ NTSTATUS ConnectionSide::GetConnectionData(ULONG* inbound, ULONG* outbound, PVOI
             "completed NdkConnect (CM-12)");
         return STATUS_INVALID_DEVICE_STATE;
     }
+    // The passive side before NdkAccept: what the peer offers within our limits; after it, what was established.
+    const bool established = active_ || *late;
     if (inbound != nullptr)
-        *inbound = active_ ? effective_.inbound : std::min(settings_.max_inbound, peer_.limits.outbound);
+        *inbound = established ? effective_.inbound : std::min(settings_.max_inbound, peer_.limits.outbound);
     if (outbound != nullptr)
-        *outbound = active_ ? effective_.outbound : std::min(settings_.max_outbound, peer_.limits.inbound);
+        *outbound = established ? effective_.outbound : std::min(settings_.max_outbound, peer_.limits.inbound);
     return CopyConnectionData(peer_.private_data, data, length);
 }
 

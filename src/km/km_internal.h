@@ -41,6 +41,7 @@ bool RequireIrqlAtMost(KIRQL max, const char* call);
 // Issue 19 §3: the object's calls print their refusals (src/km/refusals.cpp).
 bool RefusalReportsEnabled();
 void ReportRefusalsOf(void* handle, NDK_OBJECT_TYPE type);
+void ReportFailedCompletion(const char* function, NTSTATUS status);
 // Issue 19 §3: a consumer rule that hardware tolerates (CM-12): a warning by rule id, or a stop if so configured.
 void ReportTolerated(const char* rule, const char* call, const char* detail);
 void ForgetObject(const void* handle);  // an adapter closed through WSK

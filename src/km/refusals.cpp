@@ -2,7 +2,8 @@
 // says: the function, the status by name and the reason (the provider's text, or what the status means).
 // Each object's Dispatch pointer is swapped, when the object is created, for a copy of its table whose entries
 // forward to the provider's and look at the status; the provider's tables are not touched. Size queries
-// (STATUS_BUFFER_TOO_SMALL from NdkQueryAdapterInfo and NdkGetConnectionData) are answers, not refusals.
+// (STATUS_BUFFER_TOO_SMALL with the size needed) are answers, not refusals. A request that fails later, through
+// its completion, is said too ("failed in its completion").
 // SOFTNDK_KM_REFUSALS=off silences it; repeats of one function and status stop after kPrintedRepeats.
 #include <cstddef>
 #include <cstdio>
@@ -66,11 +67,21 @@ const char* GenericReason(NTSTATUS status) {
             return "the buffer is too small";
         case STATUS_ACCESS_VIOLATION:
             return "the memory is not accessible as asked";
+        case STATUS_CONNECTION_REFUSED:
+            return "nobody listens at that address and port, or the peer rejected the connection";
+        case STATUS_IO_TIMEOUT:
+            return "the peer did not answer in time";
+        case STATUS_CONNECTION_RESET:
+        case STATUS_CONNECTION_ABORTED:
+            return "the connection ended (the peer reset it, or a protocol error)";
+        case STATUS_CANCELLED:
+            return "cancelled: the object closed or the connection ended first";
         default:
             return "no detail recorded";
     }
 }
 
+// `handle` null: the call failed later, through its completion (no reason recorded for it on this thread).
 void Refused(const char* function, NTSTATUS status, const void* handle) {
     static auto* mutex = new std::mutex();
     static auto* seen = new std::map<std::pair<const char*, NTSTATUS>, unsigned>();
@@ -86,15 +97,21 @@ void Refused(const char* function, NTSTATUS status, const void* handle) {
         return;
     }
     const char* name = SoftNdkStatusName(status);
+    if (handle == nullptr) {
+        std::fprintf(stderr, "softndk: %s failed in its completion: %s (0x%08X): %s\n", function,
+                     name != nullptr ? name : "NTSTATUS", static_cast<unsigned>(status), GenericReason(status));
+        return;
+    }
     const char* text = SoftNdkGetLastErrorText();
     std::fprintf(stderr, "softndk: %s(%p) refused: %s (0x%08X): %s\n", function, handle,
                  name != nullptr ? name : "NTSTATUS", static_cast<unsigned>(status),
                  text != nullptr && text[0] != '\0' ? text : GenericReason(status));
 }
 
-bool SizeQuery(const char* function, NTSTATUS status) {
-    return status == STATUS_BUFFER_TOO_SMALL &&
-           (std::strcmp(function, "NdkQueryAdapterInfo") == 0 || std::strcmp(function, "NdkGetConnectionData") == 0);
+// NDK answers a size query with STATUS_BUFFER_TOO_SMALL and the size needed (NdkQueryAdapterInfo,
+// NdkGetConnectionData, NdkBuildLAM's LAM-06, the address getters): an answer, not a refusal.
+bool SizeQuery(NTSTATUS status) {
+    return status == STATUS_BUFFER_TOO_SMALL;
 }
 
 template <class Table>
@@ -117,7 +134,7 @@ struct Forward<Table, Slot, Result (*)(Handle, Args...)> {
             SoftNdkClearLastErrorText();
             const NTSTATUS status = target(handle, args...);
             const char* function = g_slot_names<Table>[Slot];
-            if (!NT_SUCCESS(status) && !SizeQuery(function, status)) Refused(function, status, handle);
+            if (!NT_SUCCESS(status) && !SizeQuery(status)) Refused(function, status, handle);
             return status;
         } else {
             return target(handle, args...);
@@ -275,6 +292,10 @@ const void* WrapperFor(NDK_OBJECT_TYPE type, const void* original) {
 }
 
 }  // namespace
+
+void ReportFailedCompletion(const char* function, NTSTATUS status) {
+    if (Enabled()) Refused(function, status, nullptr);
+}
 
 bool RefusalReportsEnabled() {
     return Enabled();

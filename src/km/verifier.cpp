@@ -210,8 +210,9 @@ void ConsumerRule(const char* rule, const char* function, const char* detail) {
 }
 
 constexpr SoftNdkVerifierHooks kHooks = {
-    &EnterCallback, &LeaveCallback, &CheckHandle, &ObjectCreated,       &CloseStarted,    &RetainDestroyed,
-    &PassiveEntry,  &PostBegin,     &PostEnd,     &RegistrationStarted, &RequestFinished, &ConsumerRule,
+    &EnterCallback,          &LeaveCallback, &CheckHandle, &ObjectCreated,       &CloseStarted,    &RetainDestroyed,
+    &PassiveEntry,           &PostBegin,     &PostEnd,     &RegistrationStarted, &RequestFinished, &ConsumerRule,
+    &ReportFailedCompletion,
 };
 
 // With the Verifier off the refusal reports stay (issue 19 §3): every other hook lets the call through.
@@ -228,6 +229,7 @@ constexpr SoftNdkVerifierHooks kReportOnlyHooks = {
     [](const void*, const void*) {},
     [](const void*) {},
     [](const char*, const char*, const char*) {},
+    &ReportFailedCompletion,
 };
 
 enum class ToleratedAction { kWarn, kAbort, kQuiet };

@@ -15,6 +15,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +33,9 @@ namespace {
 
 constexpr size_t kFrames = 16;
 constexpr size_t kQuarantineBytes = size_t{1} << 30;  // address space only: freed pages hold no memory
-constexpr size_t kQuarantineBlocks = 65536;
+// Freed blocks kept: each holds one kernel mapping (a live block two), within vm.max_map_count (65530 by
+// default) with room for the rest of the process.
+constexpr size_t kQuarantineBlocks = 16384;
 constexpr uint8_t kPattern = 0xA5;
 constexpr ULONG kFreedSpecialPool = 0xD5, kBeyondEnd = 0xCD, kCorruption = 0xC1;
 
@@ -113,12 +117,21 @@ void PrintTrace(const char* what, const Trace& trace) {
 void OnSegv(int signal_number, siginfo_t* info, void* context) {
     const char* address = static_cast<const char*>(info->si_addr);
     State& pool = Pool();
-    // The faulting thread cannot hold the mutex while touching a block, unless special pool itself faulted.
+    // The faulting thread does not hold the mutex while touching a block (unless special pool itself faulted):
+    // another thread may, briefly. Bounded: about a second of yields.
     bool locked = false;
-    for (int tries = 0; tries < 1000 && !locked; ++tries) locked = pool.mutex.try_lock();
+    for (int tries = 0; tries < 200000 && !locked; ++tries) {
+        locked = pool.mutex.try_lock();
+        if (!locked) sched_yield();
+    }
     if (locked) {
+#if defined(__x86_64__)
         const auto* uc = static_cast<const ucontext_t*>(context);
         const bool write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+        (void)context;
+        const bool write = false;  // the page-fault error code is x86-64's; elsewhere an access is called a read
+#endif
         char what[160];
         Trace fault;
         fault.Capture();
@@ -135,8 +148,17 @@ void OnSegv(int signal_number, siginfo_t* info, void* context) {
         }
         pool.mutex.unlock();
     }
-    // Not ours: the previous handler (ASan's, or the default) sees the fault when it happens again.
-    sigaction(signal_number, &g_previous_segv, nullptr);
+    // Not ours: the handler that was there before (ASan's, for one) gets it; with none, the default ends the
+    // process when the access happens again.
+    if ((g_previous_segv.sa_flags & SA_SIGINFO) != 0 && g_previous_segv.sa_sigaction != nullptr) {
+        g_previous_segv.sa_sigaction(signal_number, info, context);
+        return;
+    }
+    if (g_previous_segv.sa_handler != SIG_DFL && g_previous_segv.sa_handler != SIG_IGN) {
+        g_previous_segv.sa_handler(signal_number);
+        return;
+    }
+    signal(signal_number, SIG_DFL);
 }
 
 void Install() {
@@ -192,7 +214,10 @@ void* Allocate(size_t bytes, bool non_paged, ULONG tag) {
     auto* mapping = static_cast<char*>(
         mmap(nullptr, data_bytes + PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (mapping == MAP_FAILED) return nullptr;
-    mprotect(mapping + data_bytes, PAGE_SIZE, PROT_NONE);
+    if (mprotect(mapping + data_bytes, PAGE_SIZE, PROT_NONE) != 0) {  // no guard page: the normal pool serves it
+        munmap(mapping, data_bytes + PAGE_SIZE);
+        return nullptr;
+    }
     if (non_paged) {
         const auto first = reinterpret_cast<uintptr_t>(mapping) >> PAGE_SHIFT;
         if (madvise(mapping, data_bytes, MADV_POPULATE_WRITE) != 0 ||
@@ -253,14 +278,22 @@ bool Free(void* pointer) {
         BugCheck("SPECIAL_POOL_DETECTED_MEMORY_CORRUPTION", kCorruption, block, address,
                  "bytes around the block were written (an overrun within its last 16 bytes or an underrun)", &now);
     }
+    block.freed.Capture();
+    {
+        std::lock_guard lock(pool.mutex);  // from now on a fault in it is a freed-pool access
+        pool.freed.emplace(block.mapping, block);
+    }
     if (block.non_paged)
         LockedPageRegistry::Instance().Unlock(reinterpret_cast<uintptr_t>(block.mapping) >> PAGE_SHIFT,
                                               block.data_bytes >> PAGE_SHIFT);
     madvise(block.mapping, block.data_bytes, MADV_DONTNEED);
-    mprotect(block.mapping, block.data_bytes, PROT_NONE);
-    block.freed.Capture();
+    const bool protected_now = mprotect(block.mapping, block.data_bytes, PROT_NONE) == 0;
     std::lock_guard lock(pool.mutex);
-    pool.freed.emplace(block.mapping, block);
+    if (!protected_now) {  // out of mappings: no quarantine for this one, but never a writable freed block
+        pool.freed.erase(block.mapping);
+        munmap(block.mapping, block.data_bytes + PAGE_SIZE);
+        return true;
+    }
     pool.freed_order.push_back(block.mapping);
     pool.freed_bytes += block.data_bytes + PAGE_SIZE;
     TrimQuarantine(pool);

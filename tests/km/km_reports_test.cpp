@@ -185,6 +185,14 @@ TEST_F(ReportsTest, CM_12_ConnectionDataAfterCompleteConnectIsToleratedAndReport
     ASSERT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&address), &length),
               STATUS_SUCCESS);
     NDK_CONNECTOR* active = nullptr;
+    NDK_CONNECTOR* idle = nullptr;
+    Request idle_request;
+    idle = Created(adapter->Dispatch->NdkCreateConnector(adapter, &Request::OnCreate, &idle_request, &idle),
+                   idle_request, &idle);
+    ULONG idle_length = 0;
+    EXPECT_NE(idle->Dispatch->NdkGetConnectionData(idle, nullptr, nullptr, nullptr, &idle_length), STATUS_SUCCESS)
+        << "no connection data before any connection: still refused";
+    Close(&idle->Header);
     active = Created(adapter->Dispatch->NdkCreateConnector(adapter, &Request::OnCreate, &connector_request, &active),
                      connector_request, &active);
     SOCKADDR_IN source{};
@@ -192,11 +200,18 @@ TEST_F(ReportsTest, CM_12_ConnectionDataAfterCompleteConnectIsToleratedAndReport
     source.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     uint8_t offer = 0x5A;
     Request connected, accepted, completed;
+    // The active side offers IRD 2, ORD 3; the passive side accepts with 1 and 1.
     const NTSTATUS connect_returned = active->Dispatch->NdkConnect(
         active, qps[0], reinterpret_cast<PSOCKADDR>(&source), sizeof(source), reinterpret_cast<PSOCKADDR>(&address),
-        sizeof(address), 1, 1, &offer, 1, &Request::OnRequest, &connected);
+        sizeof(address), 2, 3, &offer, 1, &Request::OnRequest, &connected);
     ASSERT_TRUE(WaitFor([&] { return incoming.load() != nullptr; }));
     NDK_CONNECTOR* passive = incoming.load();
+    ULONG offered_inbound = 0, offered_outbound = 0, offered_length = 0;
+    ASSERT_EQ(
+        passive->Dispatch->NdkGetConnectionData(passive, &offered_inbound, &offered_outbound, nullptr, &offered_length),
+        STATUS_SUCCESS);
+    EXPECT_EQ(offered_inbound, 3u) << "before NdkAccept: the peer's ORD within our limit";
+    EXPECT_EQ(offered_outbound, 2u);
     uint8_t answer = 0xA5;
     const NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, qps[1], 1, 1, &answer, 1, nullptr, nullptr,
                                                                   &Request::OnRequest, &accepted);
@@ -218,6 +233,12 @@ TEST_F(ReportsTest, CM_12_ConnectionDataAfterCompleteConnectIsToleratedAndReport
     EXPECT_NE(printed.find("SOFTNDK VERIFIER WARNING: NDK_CM_12_CONNECTION_DATA_AFTER_ESTABLISHING"), std::string::npos)
         << printed;
     EXPECT_EQ(SoftNdkKmVerifierViolationCount(), violations) << "a tolerated rule is a warning, not a violation";
+    ULONG passive_inbound = 0, passive_outbound = 0, passive_length = 0;
+    EXPECT_EQ(
+        passive->Dispatch->NdkGetConnectionData(passive, &passive_inbound, &passive_outbound, nullptr, &passive_length),
+        STATUS_SUCCESS);
+    EXPECT_EQ(passive_inbound, 1u) << "after NdkAccept: what was established, not what was offered";
+    EXPECT_EQ(passive_outbound, 1u);
 
     Request disconnected[2];
     const NTSTATUS first = active->Dispatch->NdkDisconnect(active, &Request::OnRequest, &disconnected[0]);

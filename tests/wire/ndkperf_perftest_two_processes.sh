@@ -25,6 +25,11 @@ run() {  # tool, then the flags both sides get
   local shape=ok
   if [[ " $* " == *" -a "* ]] && [ "$(grep -cE "^ [0-9]+ +[0-9]+ " "$log/client")" -ne 23 ]; then shape="not 23 rows"; fi
   if [[ " $* " == *" -b "* ]] && ! grep -q "Bidirectional BW Test" "$log/server"; then shape="no Bidirectional title"; fi
+  # -b without -D: each side prints the sum of both directions, so the two last rows are the same figures
+  if [[ " $* " == *" -b "* && " $* " != *" -D "* ]] &&
+     [ "$(grep -E "^ [0-9]+ +[0-9]+ " "$log/client" | tail -1)" != "$(grep -E "^ [0-9]+ +[0-9]+ " "$log/server" | tail -1)" ]; then
+    shape="the two sides' sums differ"
+  fi
   if [ "$client" -eq 0 ] && [ "$served" -eq 0 ] && grep -Eq "^ $size +[0-9]+ " "$log/client" &&
      grep -Eq "^ $size +[0-9]+ " "$log/server" && [ "$shape" = ok ]; then
     echo "ok   $tool $* ($(grep -E "^ $size " "$log/client" | tr -s ' \t' ' '))"

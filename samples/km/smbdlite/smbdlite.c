@@ -147,7 +147,8 @@ static NTSTATUS SdServe(PSD_CONNECTION Connection) {
             return answer.Status;
         }
         if ((request.Command != SdWrite && request.Command != SdRead) || request.Length == 0 ||
-            request.FileOffset + request.Length > SD_FILE_SIZE || request.Token == 0) {
+            request.FileOffset > SD_FILE_SIZE || request.Length > SD_FILE_SIZE - request.FileOffset ||
+            request.Token == 0) {
             SdLog("smbdlite: server channel %u: request %u, command %u, offset %llu, length %u, token 0x%x\n",
                   Connection->Index, request.RequestId, request.Command, (unsigned long long)request.FileOffset,
                   request.Length, request.Token);
@@ -630,10 +631,19 @@ static VOID SdTearDown(void) {
         g_Sd.ClientAdapter = NULL;
     }
     for (i = 0; i < g_Sd.ServedCount; ++i) SdTearDownConnection(&g_Sd.Served[i], TRUE);
-    /* connectors the connect event kept that were never accepted */
-    for (i = g_Sd.ServedCount; i < g_Sd.IncomingCount; ++i) {
-        g_Sd.Incoming[i]->Dispatch->NdkReject(g_Sd.Incoming[i], NULL, 0);
-        SdClose(&g_Sd.Incoming[i]->Header, g_Sd.Incoming[i]->Dispatch->NdkCloseConnector);
+    /* connectors the connect event kept that were never accepted; none is kept from now on */
+    {
+        NDK_CONNECTOR* unaccepted[SD_MAX_CONNECTIONS];
+        ULONG count = 0;
+        KLOCK_QUEUE_HANDLE lock;
+        KeAcquireInStackQueuedSpinLock(&g_Sd.IncomingLock, &lock);
+        for (i = g_Sd.ServedCount; i < g_Sd.IncomingCount; ++i) unaccepted[count++] = g_Sd.Incoming[i];
+        g_Sd.IncomingCount = SD_MAX_CONNECTIONS; /* later connect events are rejected */
+        KeReleaseInStackQueuedSpinLock(&lock);
+        for (i = 0; i < count; ++i) {
+            unaccepted[i]->Dispatch->NdkReject(unaccepted[i], NULL, 0);
+            SdClose(&unaccepted[i]->Header, unaccepted[i]->Dispatch->NdkCloseConnector);
+        }
     }
     if (g_Sd.Listener != NULL) SdClose(&g_Sd.Listener->Header, g_Sd.Listener->Dispatch->NdkCloseListener);
     if (g_Sd.ListenAdapter != NULL) g_Sd.Ndk.WskCloseNdkAdapter(g_Sd.WskProvider.Client, g_Sd.ListenAdapter);

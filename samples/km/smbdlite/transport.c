@@ -253,6 +253,8 @@ NTSTATUS SdTakeReceive(PSD_CONNECTION Connection, const NDK_RESULT_EX* Result, P
     ULONG slot = (ULONG)(ULONG_PTR)Result->RequestContext - 1;
     if (slot >= SD_RECEIVE_DEPTH || Result->BytesTransferred < sizeof(SD_MESSAGE)) return SdProtocolError(__LINE__);
     RtlCopyMemory(Message, SdSlot(Connection, slot), sizeof(*Message));
+    /* the peer cannot grant more receives than it has: more is a protocol error */
+    if (Connection->SendCredits + Message->CreditsGranted > SD_RECEIVE_DEPTH) return SdProtocolError(__LINE__);
     Connection->SendCredits += Message->CreditsGranted;
     return SdRepost(Connection, slot);
 }
