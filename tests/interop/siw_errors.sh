@@ -190,10 +190,11 @@ siw_initiates ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" \
   "layer 2, type 1, code 5" ""
 softndk_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
   "STATUS_CANCELLED \(0xC0000120\) on a (write|receive), cause DDP/0x1/0x00 \(DDP tagged buffer: invalid STag\)"
-softndk_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+softndk_initiates ib_read_bw "-s 4096 -n 5 --inject beyond-region" "-s 4096 -n 5" \
   "STATUS_REMOTE_RESOURCES \(0xC000013D\) on a read, cause RDMAP/0x1/0x01 \(RDMAP remote protection: base or bounds violation\)"
-# 5 Sends, not 100: siw resets the stream right behind its Terminate, and a burst of 100 × 8 KiB kept softndk's
-# lane writing while the reset overtook the Terminate in three attempts out of three (2026-12-06).
+# 5 requests, not 100, in this and the Read case above: siw resets the stream right behind its Terminate, and a
+# burst of 100 kept softndk's lane writing while the reset overtook the Terminate (three attempts out of three for
+# the 8 KiB Sends, 2026-12-06).
 softndk_initiates ib_send_bw "-s 8192 -n 5" "-s 4096 -n 5" \
   "STATUS_CANCELLED \(0xC0000120\) on a (send|receive), cause DDP/0x2/0x02 \(DDP untagged buffer: invalid MSN, no buffer available\)"
 killed siw siw-server
