@@ -3,6 +3,9 @@
  * flight for a fixed time, then a message round trip so that every write has landed before the clock stops.
  * Debian ships no fabtests (no fi_rma_bw), so this is ours, on the public libfabric API only.
  * Usage: fi_rma_write_bw [--sizes 64,4096,...] [--seconds S] [--window N]   (prints one JSON line per size)
+ * Across two hosts or namespaces (issue 21 §1): the server side `--server --address A --port P --sizes ...`, the
+ * client `--client --address A --port P --sizes ...` (the same sizes). Without either, both sides in two processes
+ * on 127.0.0.1.
  */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -52,6 +55,8 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static const char* g_address = "127.0.0.1";
+
 static struct fi_info* get_info(const char* port, int server) {
     struct fi_info* hints = fi_allocinfo();
     struct fi_info* info = NULL;
@@ -60,7 +65,7 @@ static struct fi_info* get_info(const char* port, int server) {
     hints->mode = 0;
     hints->domain_attr->mr_mode = 0; /* offsets from the region's start, keys chosen by us */
     hints->fabric_attr->prov_name = strdup("tcp");
-    check(fi_getinfo(FI_VERSION(1, 9), "127.0.0.1", port, server ? FI_SOURCE : 0, hints, &info), "fi_getinfo");
+    check(fi_getinfo(FI_VERSION(1, 9), g_address, port, server ? FI_SOURCE : 0, hints, &info), "fi_getinfo");
     fi_freeinfo(hints);
     return info;
 }
@@ -138,7 +143,7 @@ static int serve(const char* port, size_t bytes, int ready_fd) {
     check(fi_passive_ep(s.fabric, s.info, &pep, NULL), "fi_passive_ep");
     check(fi_pep_bind(pep, &s.eq->fid, 0), "fi_pep_bind");
     check(fi_listen(pep), "fi_listen");
-    (void)!write(ready_fd, "r", 1);
+    if (ready_fd >= 0) (void)!write(ready_fd, "r", 1);
     struct fi_eq_cm_entry entry;
     wait_event(&s, FI_CONNREQ, &entry);
     open_endpoint(&s, entry.info);
@@ -159,7 +164,19 @@ int main(int argc, char** argv) {
     int count = 4;
     double seconds = 1.0;
     int window = 16;
+    enum { BOTH, SERVER, CLIENT } role = BOTH;
+    const char* chosen_port = NULL;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--server") == 0) role = SERVER;
+        if (strcmp(argv[i], "--client") == 0) role = CLIENT;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--server") == 0 || strcmp(argv[i], "--client") == 0) {
+            --i; /* a flag without a value */
+            continue;
+        }
+        if (strcmp(argv[i], "--address") == 0) g_address = argv[i + 1];
+        if (strcmp(argv[i], "--port") == 0) chosen_port = argv[i + 1];
         if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
         if (strcmp(argv[i], "--window") == 0) window = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--sizes") == 0) {
@@ -172,13 +189,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < count; ++i) largest = sizes[i] > largest ? sizes[i] : largest;
     char port[16];
     srand((unsigned)getpid());
-    snprintf(port, sizeof(port), "%d", 20000 + rand() % 20000);
-    int ready[2];
-    if (pipe(ready) != 0) return 1;
-    pid_t child = fork();
-    if (child == 0) _exit(serve(port, largest, ready[1]));
-    char byte;
-    if (read(ready[0], &byte, 1) != 1) return 1;
+    snprintf(port, sizeof(port), "%s", chosen_port != NULL ? chosen_port : "");
+    if (chosen_port == NULL) snprintf(port, sizeof(port), "%d", 20000 + rand() % 20000);
+    if (role == SERVER) return serve(port, largest, -1);
+    pid_t child = -1;
+    if (role == BOTH) {
+        int ready[2];
+        if (pipe(ready) != 0) return 1;
+        child = fork();
+        if (child == 0) _exit(serve(port, largest, ready[1]));
+        char byte;
+        if (read(ready[0], &byte, 1) != 1) return 1;
+    }
 
     struct side s = {.bytes = largest};
     s.info = get_info(port, 0);
@@ -223,6 +245,14 @@ int main(int argc, char** argv) {
         fflush(stdout);
     }
     send_word(&s, QUIT);
+    if (child < 0) { /* the server is another process: let the Quit go out */
+        for (int waited = 0; waited < 50; ++waited) {
+            struct fi_cq_entry drained;
+            (void)fi_cq_read(s.cq, &drained, 1);
+            usleep(10000);
+        }
+        return 0;
+    }
     int status = 0;
     for (int waited = 0; waited < 500 && waitpid(child, &status, WNOHANG) == 0; ++waited) {
         struct fi_cq_entry drained;

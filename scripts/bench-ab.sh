@@ -14,7 +14,7 @@ for round in $(seq "$rounds"); do
     port=$((30000 + RANDOM % 20000))
     $bin --server -a 127.0.0.1 -p $port --max-size 1048576 > $out/srv-$v.log 2>&1 &
     for _ in $(seq 50); do grep -q listening $out/srv-$v.log && break; sleep 0.1; done
-    $bin --client -a 127.0.0.1 -p $port --sizes 64,65536,1048576 --seconds "$seconds" --latency-sizes 64 --json > $out/wire-$v-$round.json 2>/dev/null
+    $bin --client -a 127.0.0.1 -p $port --sizes ${AB_SIZES:-64,65536,1048576} --seconds "$seconds" --latency-sizes 64 --json > $out/wire-$v-$round.json 2>/dev/null
     wait
   done
 done

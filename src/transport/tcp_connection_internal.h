@@ -74,9 +74,12 @@ struct TcpConnection::Rx {
     // read again. One readv then takes a small FPDU whole with the ones behind it; at most this much of a
     // payload is copied from here instead of landing straight in its pages.
     uint8_t spill[1024];
+    const uint8_t* spill_data = spill;  // `spill`, or this thread's large spill for a run of small FPDUs
     size_t spill_at = 0;
     size_t spill_have = 0;
-    std::vector<uint8_t> staging;                     // CRC on: one FPDU's payload, verified before placement
+    bool small_run = false;        // the last FPDU's payload was small: read the next ones many at a time (issue 21)
+    uint32_t fpdus_this_wake = 0;  // FPDUs finished in this wake (ReadFpdusBatch's fairness cap)
+    std::vector<uint8_t> staging;  // CRC on: one FPDU's payload, verified before placement
     uint8_t small[wire::kTerminateMaxBodySize + 12];  // a Terminate's body
     // The untagged Send being received.
     bool send_open = false;
