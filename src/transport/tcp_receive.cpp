@@ -30,7 +30,7 @@ constexpr size_t kMaxIovecs = 64;
 // the payload landing straight in its pages. Whatever a read brings is consumed before it returns, so the
 // buffer can be the thread's.
 constexpr size_t kLargeSpill = 64 * 1024;
-constexpr size_t kSmallFpduPayload = 8 * 1024;
+constexpr size_t kSmallFpduPayload = 2 * 1024;
 constexpr uint32_t kFpdusPerWake = 2048;
 
 uint8_t* ThreadSpill() {
