@@ -293,6 +293,16 @@ SOFTNDK_VERIFIER_MODE Mode() {
     return static_cast<SOFTNDK_VERIFIER_MODE>(g_mode.load(std::memory_order_relaxed));
 }
 
+namespace {
+// The test's or tool's callback sees each report (bug check 0: a tolerated rule's warning).
+void Deliver(const char* rule, ULONG bug_check, const char* call, const char* detail, const std::string& frames) {
+    std::lock_guard lock(g_callback_mutex);
+    if (g_callback == nullptr) return;
+    SOFTNDK_VERIFIER_REPORT report{rule, bug_check, call, t_irql, detail, frames.c_str()};
+    g_callback(g_callback_context, &report);
+}
+}  // namespace
+
 void Report(const char* rule, ULONG bug_check, const char* call, const char* format, ...) {
     if (Mode() == SOFTNDK_VERIFIER_OFF || t_reporting) return;
     t_reporting = true;
@@ -307,13 +317,7 @@ void Report(const char* rule, ULONG bug_check, const char* call, const char* for
                  "backtrace:\n%s",
                  rule, bug_check, call, IrqlName(t_irql), detail, InsideCompletion().c_str(), frames.c_str());
     g_violations.fetch_add(1, std::memory_order_relaxed);
-    {
-        std::lock_guard lock(g_callback_mutex);
-        if (g_callback != nullptr) {
-            SOFTNDK_VERIFIER_REPORT report{rule, bug_check, call, t_irql, detail, frames.c_str()};
-            g_callback(g_callback_context, &report);
-        }
-    }
+    Deliver(rule, bug_check, call, detail, frames);
     t_reporting = false;
     if (Mode() == SOFTNDK_VERIFIER_ABORT) {
         std::fprintf(stderr, "*** SOFTNDK VERIFIER: stopping like a bug check (SOFTNDK_VERIFIER=log to continue)\n");
@@ -333,13 +337,7 @@ void ReportTolerated(const char* rule, const char* call, const char* detail) {
                  "\n*** SOFTNDK VERIFIER WARNING: %s (tolerated, as hardware does)\n    call:   %s at %s\n    detail: "
                  "%s\n%s    backtrace:\n%s    SOFTNDK_VERIFIER_TOLERATED=abort stops here instead\n",
                  rule, call, IrqlName(t_irql), detail, InsideCompletion().c_str(), frames.c_str());
-    {
-        std::lock_guard lock(g_callback_mutex);
-        if (g_callback != nullptr) {
-            SOFTNDK_VERIFIER_REPORT report{rule, 0, call, t_irql, detail, frames.c_str()};
-            g_callback(g_callback_context, &report);
-        }
-    }
+    Deliver(rule, 0, call, detail, frames);
     t_reporting = false;
 }
 

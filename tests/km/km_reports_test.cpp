@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -150,6 +151,14 @@ TEST_F(ReportsTest, ISSUE_19_RefusalsArePrintedWithTheVerifierOffToo) {
     EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
 }
 
+// NdkGetConnectionData's inbound and outbound read limits, asserting the call succeeds.
+std::pair<ULONG, ULONG> ReadLimits(NDK_CONNECTOR* connector) {
+    ULONG inbound = 0, outbound = 0, length = 0;
+    EXPECT_EQ(connector->Dispatch->NdkGetConnectionData(connector, &inbound, &outbound, nullptr, &length),
+              STATUS_SUCCESS);
+    return {inbound, outbound};
+}
+
 VOID OnConnectEvent(PVOID context, NDK_CONNECTOR* connector) {
     static_cast<std::atomic<NDK_CONNECTOR*>*>(context)->store(connector);
 }
@@ -206,12 +215,8 @@ TEST_F(ReportsTest, CM_12_ConnectionDataAfterCompleteConnectIsToleratedAndReport
         sizeof(address), 2, 3, &offer, 1, &Request::OnRequest, &connected);
     ASSERT_TRUE(WaitFor([&] { return incoming.load() != nullptr; }));
     NDK_CONNECTOR* passive = incoming.load();
-    ULONG offered_inbound = 0, offered_outbound = 0, offered_length = 0;
-    ASSERT_EQ(
-        passive->Dispatch->NdkGetConnectionData(passive, &offered_inbound, &offered_outbound, nullptr, &offered_length),
-        STATUS_SUCCESS);
-    EXPECT_EQ(offered_inbound, 3u) << "before NdkAccept: the peer's ORD within our limit";
-    EXPECT_EQ(offered_outbound, 2u);
+    EXPECT_EQ(ReadLimits(passive), std::make_pair(ULONG{3}, ULONG{2}))
+        << "before NdkAccept: the peer's offer within our limits";
     uint8_t answer = 0xA5;
     const NTSTATUS accept_returned = passive->Dispatch->NdkAccept(passive, qps[1], 1, 1, &answer, 1, nullptr, nullptr,
                                                                   &Request::OnRequest, &accepted);
@@ -233,12 +238,8 @@ TEST_F(ReportsTest, CM_12_ConnectionDataAfterCompleteConnectIsToleratedAndReport
     EXPECT_NE(printed.find("SOFTNDK VERIFIER WARNING: NDK_CM_12_CONNECTION_DATA_AFTER_ESTABLISHING"), std::string::npos)
         << printed;
     EXPECT_EQ(SoftNdkKmVerifierViolationCount(), violations) << "a tolerated rule is a warning, not a violation";
-    ULONG passive_inbound = 0, passive_outbound = 0, passive_length = 0;
-    EXPECT_EQ(
-        passive->Dispatch->NdkGetConnectionData(passive, &passive_inbound, &passive_outbound, nullptr, &passive_length),
-        STATUS_SUCCESS);
-    EXPECT_EQ(passive_inbound, 1u) << "after NdkAccept: what was established, not what was offered";
-    EXPECT_EQ(passive_outbound, 1u);
+    EXPECT_EQ(ReadLimits(passive), std::make_pair(ULONG{1}, ULONG{1}))
+        << "after NdkAccept: what was established, not offered";
 
     Request disconnected[2];
     const NTSTATUS first = active->Dispatch->NdkDisconnect(active, &Request::OnRequest, &disconnected[0]);

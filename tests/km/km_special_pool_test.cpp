@@ -77,7 +77,8 @@ TEST_F(SpecialPoolTest, ISSUE_19_SpecialPoolBlocksAreZeroedAndUsable) {
     ASSERT_NE(small, nullptr);
     ASSERT_NE(big, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % PAGE_SIZE, 0u) << "a block of a page or more is page-aligned";
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 16, 0u);
+    EXPECT_EQ((reinterpret_cast<uintptr_t>(small) + 112) % PAGE_SIZE, 0u)
+        << "a small block ends at its page's end (100 bytes rounded to 16), where the guard page begins";
     for (size_t i = 0; i < 100; ++i) EXPECT_EQ(small[i], 0);
     for (size_t i = 0; i < 3 * PAGE_SIZE + 5; ++i) ASSERT_EQ(big[i], 0);
     std::memset(small, 0x11, 100);
