@@ -73,6 +73,9 @@ verdict() {
     head -n 3 <<<"$guest" | sed 's/^/  | /'
     echo "  | ..."
     tail -n 12 <<<"$guest" | sed 's/^/  | /'
+    echo "  -- siw's kernel messages (the guest's dmesg, last 8 lines):"
+    vm exec --name "$name" -- sh -c 'dmesg | tail -n 8' 2>/dev/null | sed 's/^/  | /'
+    [ -f "${pcap%.pcap}.txt" ] && echo "  -- the capture's last FPDUs:" && tail -n 6 "${pcap%.pcap}.txt" | sed 's/^/  | /'
     case_failed "$what: $tool -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}"
   fi
 }
@@ -85,6 +88,16 @@ verdict() {
 could_not_report() { grep -q "Can't produce a report" <<<"$1"; }
 retry_note=" [run once more: perftest could not measure the guest's CPU clock for its report (TCG)]"
 next_spare() { forward=$((base + 2 * spare)) reverse=$((base + 2 * spare + 1)); spare=$((spare + 1)); }
+
+# The CI run at 5b36dbd (stop 27, ib_send_bw -a, siw client): after 5 × 1 MiB had arrived, siw flushed its first
+# 2 MiB Send (perftest "Failed status 5", nothing completed) and closed the stream at the message boundary: a FIN,
+# then a reset, no Terminate either way, and softndk had sent nothing on the data connection since the RTR. Not
+# reproduced in 16 runs here (docs/interop.md). Only that signature is run once more, on a spare port pair, with
+# siw's kernel messages printed.
+siw_dropped_at_boundary() {
+  grep -q "Failed status 5:" <<<"$1" &&
+    grep -q "Completion with error at server: STATUS_CANCELLED (0xC0000120) on a receive, cause none" "$log"
+}
 
 index=0
 for c in $cases; do
@@ -146,9 +159,15 @@ for c in $cases; do
     guest=$(vm exec --name "$name" -- sh -c 'cat /tmp/perftest-client.log' 2>/dev/null)
     silent=$(grep -v "^ *$" <<<"$guest" | tail -n 2)
     if [ "$attempt" = 1 ] && { could_not_report "$guest" || { [[ "$silent" == *"MsgRate[Mpps]"*"perftest-exit=1" ]] &&
-       grep -q "the peer closed the control connection" "$log"; }; }; then
+       grep -q "the peer closed the control connection" "$log"; } || siw_dropped_at_boundary "$guest"; }; then
       retried=$retry_note
       could_not_report "$guest" || retried=" [run once more: perftest's client exited 1 silently after the data phase]"
+      if siw_dropped_at_boundary "$guest"; then
+        retried=" [run once more: siw's client flushed its Sends and closed at a message boundary, no Terminate]"
+        echo "  -- first attempt, the guest's log and siw's kernel messages:"
+        tail -n 4 <<<"$guest" | sed 's/^/  | /'
+        vm exec --name "$name" -- sh -c 'dmesg | tail -n 8' 2>/dev/null | sed 's/^/  | /'
+      fi
       mv "$log" "${log%.log}-first-attempt.log"
       next_spare
       continue
