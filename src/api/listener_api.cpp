@@ -76,7 +76,7 @@ using engine::ProviderFunction;
 
 // A listener's real port took a connection whose MPA Request is in (on its lane): the connect event, as for a
 // peer in this process (CM-15), unless the listener is paused or closing (CM-16, CM-23).
-void OfferWireConnection(ListenerObject* listener, std::shared_ptr<transport::TcpConnection> tcp) {
+void OfferWireConnection(ListenerObject* listener, std::shared_ptr<transport::MpaLink> tcp) {
     if (listener->paused.load() || listener->lifetime.closing() || !listener->lifetime.TryAddRef()) {
         tcp->Reject({});
         return;
@@ -123,7 +123,7 @@ NTSTATUS BindListenerPort(ListenerObject& listener, cm::Endpoint* endpoint,
         cm::EndpointToSockaddr(chosen, reinterpret_cast<SOCKADDR*>(&address), &length);
         status = transport::TcpListener::Listen(
             adapter.progress.get(), &address, WireOptions(adapter),
-            [raw = &listener](std::shared_ptr<transport::TcpConnection> connection) {
+            [raw = &listener](std::shared_ptr<transport::MpaLink> connection) {
                 OfferWireConnection(raw, std::move(connection));
             },
             tcp);

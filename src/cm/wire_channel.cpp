@@ -1,5 +1,5 @@
-// The wire channel: ConnectionSide steps become MPA frames, the RTR and FINs; TcpConnection events become the
-// side's events.
+// The wire channel: ConnectionSide steps become MPA frames (MpaLink), the RTR and FINs (its stream); their events
+// become the side's events.
 #include "cm/wire_channel.h"
 
 #include <algorithm>
@@ -53,27 +53,27 @@ transport::TcpConnection::EventHandler HandlerFor(std::weak_ptr<ConnectionSide> 
 
 class WireChannel final : public PeerChannel {
 public:
-    WireChannel(std::shared_ptr<transport::TcpConnection> tcp, bool crc) : tcp_(std::move(tcp)), crc_(crc) {}
+    WireChannel(std::shared_ptr<transport::MpaLink> link, bool crc) : link_(std::move(link)), crc_(crc) {}
 
     void Bind(const std::shared_ptr<ConnectionSide>& side) override {
-        if (std::shared_ptr<transport::TcpConnection> tcp = Tcp()) tcp->SetHandler(HandlerFor(side));
+        if (std::shared_ptr<transport::MpaLink> link = Link()) link->SetHandler(HandlerFor(side));
     }
     // The active side's answer, read on the lane. The lane may read the peer's Reply before the thread that
-    // called TcpConnection::Connect has stored the connection here (SetTcp): a fast peer, or a loaded machine,
-    // answers first (seen once in CI as a member call on a null TcpConnection). So wait for SetTcp, which is
-    // that thread's very next step; false (an abort) if it has not come in 5 s.
+    // called MpaLink::Connect has stored the link here (SetLink): a fast peer, or a loaded machine, answers
+    // first (seen once in CI as a member call on a null connection). So wait for SetLink, which is that
+    // thread's very next step; false (an abort) if it has not come in 5 s.
     bool Answer(PeerAnswer* answer) {
         std::unique_lock lock(mutex_);
-        if (!tcp_set_.wait_for(lock, std::chrono::seconds(5), [this] { return tcp_ != nullptr; })) return false;
-        *answer = AnswerOf(tcp_->peer());
+        if (!link_set_.wait_for(lock, std::chrono::seconds(5), [this] { return link_ != nullptr; })) return false;
+        *answer = AnswerOf(link_->peer());
         return true;
     }
-    void SetTcp(std::shared_ptr<transport::TcpConnection> tcp) {
+    void SetLink(std::shared_ptr<transport::MpaLink> link) {
         {
             std::lock_guard lock(mutex_);
-            tcp_ = std::move(tcp);
+            link_ = std::move(link);
         }
-        tcp_set_.notify_all();
+        link_set_.notify_all();
     }
 
     NTSTATUS Accept(engine::QueuePair* qp, ReadLimits limits, std::vector<uint8_t> private_data) override {
@@ -82,41 +82,41 @@ public:
         reply.ird = static_cast<uint16_t>(std::min<uint32_t>(limits.inbound, wire::kMpaMaxIrdOrd));
         reply.ord = static_cast<uint16_t>(std::min<uint32_t>(limits.outbound, wire::kMpaMaxIrdOrd));
         reply.private_data = std::move(private_data);
-        std::shared_ptr<transport::TcpConnection> tcp = Tcp();
-        qp->Associate(tcp.get(), limits.inbound, limits.outbound);
+        std::shared_ptr<transport::MpaLink> link = Link();
+        qp->Associate(link->stream().get(), limits.inbound, limits.outbound);
         qp->SetState(engine::QueuePair::State::kConnecting);
-        tcp->Accept(std::move(reply), qp, limits.inbound, limits.outbound);
+        link->Accept(std::move(reply), qp, limits.inbound, limits.outbound);
         return STATUS_SUCCESS;
     }
-    void Reject(std::vector<uint8_t> private_data) override { Tcp()->Reject(std::move(private_data)); }
+    void Reject(std::vector<uint8_t> private_data) override { Link()->Reject(std::move(private_data)); }
     void Establish(engine::QueuePair* qp, ReadLimits limits) override {
-        std::shared_ptr<transport::TcpConnection> tcp = Tcp();
-        qp->Associate(tcp.get(), limits.inbound, limits.outbound);
+        std::shared_ptr<transport::MpaLink> link = Link();
+        qp->Associate(link->stream().get(), limits.inbound, limits.outbound);
         // The RTR is queued before the QP takes posts, so a post from another thread cannot go first, and sent
         // once it does, so the peer's answer finds the QP connected (issue 18 §3.4).
-        tcp->Establish(qp, limits.inbound, limits.outbound);
+        link->Establish(qp, limits.inbound, limits.outbound);
         qp->SetState(engine::QueuePair::State::kConnected);
-        tcp->SendQueued();
+        link->stream()->SendQueued();
     }
     void MarkEstablished(engine::QueuePair* qp) override {
         qp->SetState(engine::QueuePair::State::kConnected);  // on the lane, before the next FPDU
     }
-    void Disconnect() override { Tcp()->Disconnect(); }
+    void Disconnect() override { Link()->stream()->Disconnect(); }
     void Close(std::function<void()> done, bool abortive) override {
-        if (std::shared_ptr<transport::TcpConnection> tcp = Tcp())
-            tcp->Close(std::move(done), abortive);
+        if (std::shared_ptr<transport::MpaLink> link = Link())
+            link->Close(std::move(done), abortive);
         else if (done)
             done();
     }
     bool Lost() override {
-        std::shared_ptr<transport::TcpConnection> tcp = Tcp();
-        return !tcp || tcp->StreamLost();
+        std::shared_ptr<transport::MpaLink> link = Link();
+        return !link || link->stream()->StreamLost();
     }
-    void WhenDrained(std::function<void()> done) override { Tcp()->WhenDrained(std::move(done)); }
+    void WhenDrained(std::function<void()> done) override { Link()->stream()->WhenDrained(std::move(done)); }
     NTSTATUS Address(bool peer, Endpoint* out) override {
-        std::shared_ptr<transport::TcpConnection> tcp = Tcp();
-        if (!tcp) return STATUS_CONNECTION_INVALID;
-        const sockaddr_storage& raw = peer ? tcp->remote_address() : tcp->local_address();
+        std::shared_ptr<transport::MpaLink> link = Link();
+        if (!link) return STATUS_CONNECTION_INVALID;
+        const sockaddr_storage& raw = peer ? link->stream()->remote_address() : link->stream()->local_address();
         const ULONG raw_length = raw.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
         return EndpointFromSockaddr(reinterpret_cast<const SOCKADDR*>(&raw), raw_length, out);
     }
@@ -128,14 +128,14 @@ public:
     }
 
 private:
-    std::shared_ptr<transport::TcpConnection> Tcp() {
+    std::shared_ptr<transport::MpaLink> Link() {
         std::lock_guard lock(mutex_);
-        return tcp_;
+        return link_;
     }
 
     std::mutex mutex_;
-    std::condition_variable tcp_set_;
-    std::shared_ptr<transport::TcpConnection> tcp_;
+    std::condition_variable link_set_;
+    std::shared_ptr<transport::MpaLink> link_;
     const bool crc_;
 };
 
@@ -173,7 +173,7 @@ ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, Wire
             else
                 side->OnFailed(STATUS_CONNECTION_ABORTED);
         };
-        std::shared_ptr<transport::TcpConnection> tcp;
+        std::shared_ptr<transport::MpaLink> link;
         NTSTATUS status = STATUS_SHARING_VIOLATION;
         for (int attempt = 0; attempt < 32 && status == STATUS_SHARING_VIOLATION; ++attempt) {
             if (attempt > 0) {
@@ -184,24 +184,23 @@ ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, Wire
                 *plan.bound = next;
             }
             sockaddr_storage from = ToSockaddr(attempt > 0 ? *plan.bound : plan.local);
-            status = transport::TcpConnection::Connect(plan.progress, &from, ToSockaddr(plan.remote), offer,
-                                                       plan.options, handler, &tcp);
+            status = transport::MpaLink::Connect(plan.progress, &from, ToSockaddr(plan.remote), offer, plan.options,
+                                                 handler, &link);
         }
         if (!NT_SUCCESS(status)) {
             SetLastErrorText("NdkConnect: the TCP socket could not be bound or connected (0x%08X)",
                              static_cast<unsigned>(status));
             return status;
         }
-        channel->SetTcp(tcp);
+        channel->SetLink(link);
         return STATUS_SUCCESS;
     };
     return opening;
 }
 
-std::unique_ptr<PeerChannel> TakeWireRequest(std::shared_ptr<transport::TcpConnection> tcp, bool crc,
-                                             PeerAnswer* request) {
-    *request = AnswerOf(tcp->peer());
-    return std::make_unique<WireChannel>(std::move(tcp), crc);
+std::unique_ptr<PeerChannel> TakeWireRequest(std::shared_ptr<transport::MpaLink> link, bool crc, PeerAnswer* request) {
+    *request = AnswerOf(link->peer());
+    return std::make_unique<WireChannel>(std::move(link), crc);
 }
 
 }  // namespace softndk::cm

@@ -4,14 +4,14 @@
 //  - NdkCompleteConnect sends the RTR; the responder's NdkAccept completes when it arrives (CM-08), which also
 //    keeps the first FPDU from racing the responder's set-up (siw-facts §3.4).
 //  - NdkDisconnect is a FIN; a lost stream or a Terminate either way is the peer's failure (CM-26).
-// TcpConnection's events arrive on the connection's lane and go straight to the ConnectionSide.
+// MpaLink's and its stream's events arrive on the connection's lane and go straight to the ConnectionSide.
 #pragma once
 
 #include <memory>
 
 #include "cm/connection_side.h"
 #include "engine/progress_engine.h"
-#include "transport/tcp_connection.h"
+#include "transport/mpa_link.h"
 
 namespace softndk::cm {
 
@@ -30,7 +30,6 @@ struct WireConnectPlan {
 ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, WireConnectPlan plan);
 
 // Passive: a listener's socket whose MPA Request is in. `request` receives the peer's private data and IRD/ORD.
-std::unique_ptr<PeerChannel> TakeWireRequest(std::shared_ptr<transport::TcpConnection> tcp, bool crc,
-                                             PeerAnswer* request);
+std::unique_ptr<PeerChannel> TakeWireRequest(std::shared_ptr<transport::MpaLink> link, bool crc, PeerAnswer* request);
 
 }  // namespace softndk::cm

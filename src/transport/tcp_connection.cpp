@@ -1,5 +1,5 @@
-// TcpConnection: the socket's life, the MPA exchange (RFC 5044 §7.1, RFC 6581) and the end of the stream.
-// Sending is in tcp_send.cpp, receiving FPDUs in tcp_receive.cpp.
+// TcpConnection: the socket's life, entering RDMA mode and the end of the stream. The MPA exchange before it is
+// MpaLink's (mpa_link.cpp); sending is in tcp_send.cpp, receiving FPDUs in tcp_receive.cpp.
 #include <bit>
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -72,15 +72,15 @@ std::string FormatSockaddr(const sockaddr_storage& address) {
 }
 
 TcpConnection::TcpConnection(engine::ProgressEngine* progress, int fd, bool active, const TcpOptions& options,
-                             EventHandler handler)
+                             std::shared_ptr<StreamPrelude> prelude, EventHandler handler)
     : progress_(progress),
       lane_(next_lane.fetch_add(1)),
       fd_(fd),
       active_(active),
       options_(options),
       handler_(std::move(handler)),
-      phase_(active ? Phase::kConnecting : Phase::kAwaitMpa),
-      handshake_(active, options.request_crc),
+      connecting_(active),
+      prelude_(std::move(prelude)),
       rx_(std::make_unique<Rx>()) {}
 
 TcpConnection::~TcpConnection() {
@@ -88,8 +88,9 @@ TcpConnection::~TcpConnection() {
 }
 
 NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_storage* local,
-                                const sockaddr_storage& remote, MpaOffer offer, const TcpOptions& options,
-                                EventHandler handler, std::shared_ptr<TcpConnection>* out) {
+                                const sockaddr_storage& remote, const TcpOptions& options,
+                                std::shared_ptr<StreamPrelude> prelude, EventHandler handler,
+                                std::shared_ptr<TcpConnection>* out) {
     const int fd = ::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return StatusFromErrno(errno);
     const int one = 1;
@@ -108,23 +109,22 @@ NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_stora
         ::close(fd);
         return StatusFromErrno(error);
     }
-    std::shared_ptr<TcpConnection> connection(new TcpConnection(progress, fd, true, options, std::move(handler)));
+    std::shared_ptr<TcpConnection> connection(
+        new TcpConnection(progress, fd, true, options, std::move(prelude), std::move(handler)));
     connection->local_ = *local;
     connection->remote_ = remote;
     if (options.trace) connection->trace_ = options.trace->Attach(*local, remote, true);
-    connection->request_ = connection->handshake_.Request(std::move(offer));
+    *out = connection;  // before Start: the prelude may be called on the lane at once
     connection->Start(EPOLLOUT | EPOLLRDHUP);
-    *out = connection;
     return STATUS_SUCCESS;
 }
 
-std::shared_ptr<TcpConnection> TcpConnection::Adopt(
-    engine::ProgressEngine* progress, int fd, const TcpOptions& options,
-    const std::function<EventHandler(std::weak_ptr<TcpConnection>)>& make) {
+std::shared_ptr<TcpConnection> TcpConnection::Adopt(engine::ProgressEngine* progress, int fd, const TcpOptions& options,
+                                                    std::shared_ptr<StreamPrelude> prelude, EventHandler handler) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::shared_ptr<TcpConnection> connection(new TcpConnection(progress, fd, false, options, nullptr));
-    connection->handler_ = make(connection);
+    std::shared_ptr<TcpConnection> connection(
+        new TcpConnection(progress, fd, false, options, std::move(prelude), std::move(handler)));
     socklen_t length = sizeof(connection->local_);
     getsockname(fd, reinterpret_cast<sockaddr*>(&connection->local_), &length);
     length = sizeof(connection->remote_);
@@ -133,8 +133,12 @@ std::shared_ptr<TcpConnection> TcpConnection::Adopt(
         connection->trace_ = options.trace->Attach(connection->local_, connection->remote_, false);
         connection->trace_->Established();
     }
-    connection->Start(EPOLLIN | EPOLLRDHUP);
-    return connection;
+    return connection;  // the prelude starts it (StartReading) once it holds it
+}
+
+void TcpConnection::StartReading() {
+    max_payload_ = PathMaxUlpdu();
+    Start(EPOLLIN | EPOLLRDHUP);
 }
 
 void TcpConnection::Start(uint32_t events) {
@@ -168,15 +172,8 @@ void TcpConnection::OnReady(uint32_t events) {
         Shutdown(STATUS_SUCCESS, 0, false);
         return;
     }
-    if (phase_ == Phase::kConnecting) {
-        int error = 0;
-        socklen_t length = sizeof(error);
-        getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length);
-        if (error != 0 || (events & (EPOLLERR | EPOLLHUP))) {
-            Shutdown(StatusFromErrno(error != 0 ? error : ECONNREFUSED), 0, true);
-            return;
-        }
-        if (events & EPOLLOUT) OnConnected();
+    if (phase_ == Phase::kPrelude && connecting_) {
+        ToPrelude(events);
         return;
     }
     if (events & EPOLLOUT) {
@@ -191,31 +188,49 @@ void TcpConnection::OnReady(uint32_t events) {
         if (phase_ == Phase::kClosed) return;
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        switch (phase_) {
-            case Phase::kAwaitMpa:
-                ReadMpa();
-                break;
-            case Phase::kReplied:
-                if (establishing_.load()) return;  // the peer answered our RTR before EnterRdma ran: next round
-                [[fallthrough]];
-            case Phase::kOffered: {
-                // Nothing may arrive now (siw-facts §3.4): data is a protocol error, EOF an abandoned attempt.
-                uint8_t byte;
-                const ssize_t got = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-                    Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost), true);
-                else if (got > 0)
-                    Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
-                break;
-            }
-            case Phase::kAwaitRtr:
-            case Phase::kRdma:
-                ReadFpdus();
-                break;
-            default:
-                break;
-        }
+        if (phase_ == Phase::kPrelude)
+            ToPrelude(events);
+        else
+            ReadFpdus();
     }
+}
+
+void TcpConnection::ToPrelude(uint32_t events) {
+    const std::shared_ptr<StreamPrelude> prelude = prelude_;  // it may end the stream, which lets go of it
+    if (prelude) prelude->OnPreludeReady(events);
+}
+
+int TcpConnection::ConnectResult(uint32_t events) const {
+    int error = 0;
+    socklen_t length = sizeof(error);
+    getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error == 0 && (events & (EPOLLERR | EPOLLHUP))) error = ECONNREFUSED;
+    return error;
+}
+
+ssize_t TcpConnection::ReadPrelude(std::span<uint8_t> room) {
+    const ssize_t got = ::recv(fd_, room.data(), room.size(), MSG_DONTWAIT);
+    if (trace_) {
+        const iovec in{room.data(), room.size()};
+        trace_->Received(got, &in, 1);
+    }
+    return got;
+}
+
+int TcpConnection::PeekPrelude() const {
+    uint8_t byte;
+    const ssize_t got = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got > 0 ? 1 : static_cast<int>(got);
+}
+
+void TcpConnection::ResetOnClose() {
+    std::lock_guard lock(send_mutex_);
+    ResetOnCloseLocked();
+}
+
+void TcpConnection::HoldFpdus() {
+    std::lock_guard lock(send_mutex_);
+    hold_fpdus_ = true;
 }
 
 // RFC 5044 §5.1: the ULPDU bytes one FPDU may carry on this path (536 when the MSS is not known yet).
@@ -226,24 +241,15 @@ size_t TcpConnection::PathMaxUlpdu() const {
     return wire::MaxUlpduForMss(mss > 0 ? static_cast<size_t>(mss) : 536);
 }
 
-void TcpConnection::OnConnected() {
+void TcpConnection::Connected() {
     if (trace_) trace_->Established();
+    connecting_ = false;
     max_payload_ = PathMaxUlpdu();
-    if (request_.empty()) {  // the Request could not be built
-        Shutdown(STATUS_INVALID_PARAMETER, 0, true);
-        return;
-    }
-    phase_ = Phase::kAwaitMpa;
-    {
-        std::lock_guard lock(send_mutex_);
-        RearmLocked();
-    }
-    QueueRaw(request_.data(), request_.size());
-    request_.clear();
-    request_.shrink_to_fit();
+    std::lock_guard lock(send_mutex_);
+    RearmLocked();
 }
 
-void TcpConnection::QueueRaw(const uint8_t* data, size_t size) {
+void TcpConnection::SendRaw(const uint8_t* data, size_t size) {
     std::vector<Finished> finished;
     {
         std::lock_guard lock(send_mutex_);
@@ -253,124 +259,15 @@ void TcpConnection::QueueRaw(const uint8_t* data, size_t size) {
     RunFinished(&finished);
 }
 
-// The peer's MPA frame, read exactly (MpaHandshake says how many bytes more); bytes behind it are left in the
-// socket and refused (siw-facts §3.4).
-void TcpConnection::ReadMpa() {
-    MpaHandshake::Verdict verdict = MpaHandshake::Verdict::kNeedMore;
-    while (verdict == MpaHandshake::Verdict::kNeedMore) {
-        const std::span<uint8_t> room = handshake_.Room();
-        const ssize_t got = ::recv(fd_, room.data(), room.size(), MSG_DONTWAIT);
-        if (trace_) {
-            const iovec in{room.data(), room.size()};
-            trace_->Received(got, &in, 1);
-        }
-        if (got <= 0) {
-            handshake_.Received(0);
-            if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-            Shutdown(got == 0 ? STATUS_CONNECTION_ABORTED : StatusFromErrno(errno),
-                     ProviderErrorOf(wire::term::kLlpConnectionLost), true);
-            return;
-        }
-        verdict = handshake_.Received(static_cast<size_t>(got));
-    }
-    switch (verdict) {
-        case MpaHandshake::Verdict::kRefusedAnswered:
-            if (!handshake_.RefusalBytes().empty())
-                QueueRaw(handshake_.RefusalBytes().data(), handshake_.RefusalBytes().size());
-            Shutdown(STATUS_CONNECTION_REFUSED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
-            return;
-        case MpaHandshake::Verdict::kRefused:
-            Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
-            return;
-        default:
-            break;
-    }
-    uint8_t byte;
-    if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {  // data behind the frame (siw: -EPROTO)
-        Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpInvalidRequestReply), true);
-        return;
-    }
-    if (!active_) {
-        phase_ = Phase::kOffered;
-        max_payload_ = PathMaxUlpdu();
-        Emit(Event::kMpaReceived);
-        return;
-    }
-    crc_ = handshake_.crc();
-    if (verdict == MpaHandshake::Verdict::kOrdAboveOurIrd) {  // RFC 6581 §5, issue 18 §3.2
-        max_payload_ = PathMaxUlpdu();  // the Terminate is an FPDU: the stream is in FPDU mode now
-        phase_ = Phase::kReplied;
-        Fail(wire::term::kLlpInsufficientIrd, STATUS_CONNECTION_REFUSED, nullptr, 0);
-        return;
-    }
-    phase_ = Phase::kReplied;
-    Emit(Event::kMpaReceived);
-    if (handshake_.peer().reject && phase_ != Phase::kClosed)
-        Shutdown(STATUS_CONNECTION_REFUSED, 0, false);  // the CM has reported the refusal
+void TcpConnection::TerminateNow(wire::TerminateCause cause, NTSTATUS status) {
+    phase_ = Phase::kRdma;  // the Terminate is an FPDU
+    Fail(cause, status, nullptr, 0);
 }
 
-void TcpConnection::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self, reply = std::move(reply), qp, ird, ord]() mutable {
-        if (self->phase_ != Phase::kOffered) {
-            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED);
-            return;
-        }
-        const bool p2p = self->handshake_.peer_to_peer();
-        const std::vector<uint8_t> bytes = self->handshake_.Reply(std::move(reply));
-        if (bytes.empty()) {
-            self->Shutdown(STATUS_INVALID_PARAMETER, 0, true);
-            return;
-        }
-        self->crc_ = self->handshake_.crc();
-        {  // RFC 5044 §7.1.2: what the consumer posts waits for the initiator's first FPDU (siw-facts §3.4)
-            std::lock_guard lock(self->send_mutex_);
-            self->hold_fpdus_ = true;
-        }
-        self->EnterRdma(qp, ird, ord, p2p);
-        self->QueueRaw(bytes.data(), bytes.size());
-        if (!p2p && self->phase_ != Phase::kClosed) self->Emit(Event::kEstablished);
-    });
-}
-
-void TcpConnection::Reject(std::vector<uint8_t> private_data) {
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self, private_data = std::move(private_data)] {
-        if (self->phase_ != Phase::kOffered) return;
-        const std::vector<uint8_t> bytes = self->handshake_.Reject(private_data);
-        if (!bytes.empty()) self->QueueRaw(bytes.data(), bytes.size());
-        self->Shutdown(STATUS_CONNECTION_REFUSED, 0, false);
-    });
-}
-
-void TcpConnection::ExpireIfAwaitingRequest() {
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self] {
-        if (self->active_ || self->phase_ != Phase::kAwaitMpa) return;
-        {  // a reset: the silent peer's socket and ours are gone at once, with no TIME_WAIT here
-            std::lock_guard lock(self->send_mutex_);
-            self->ResetOnCloseLocked();
-        }
-        self->Shutdown(STATUS_IO_TIMEOUT, 0, true);
-    });
-}
-
-void TcpConnection::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    establishing_.store(true);
-    progress_->Post(lane_, [self, qp, ird, ord] {
-        if (self->phase_ != Phase::kReplied) {
-            self->Emit(Event::kFailed, STATUS_CONNECTION_ABORTED);
-            return;
-        }
-        self->EnterRdma(qp, ird, ord, false);
-    });
-    // The RTR (RFC 6581 §6), or a zero-length Write to a peer without P2P, queued here, before the consumer
-    // can post: the first FPDU then never lands before the responder is ready (siw-facts §3.4). A Write RTR is
-    // a zero-length Write to STag 1, TO 0; a Read RTR a zero-length Read Request of STag 1.
+void TcpConnection::QueueRtr(bool read_rtr) {
+    // A Write RTR is a zero-length Write to STag 1, TO 0; a Read RTR a zero-length Read Request of STag 1.
     auto rtr = std::make_unique<OutMessage>();
-    const MpaPeer& peer = handshake_.peer();
-    if (handshake_.peer_to_peer() && peer.words.read_rtr && !peer.words.write_rtr) {
+    if (read_rtr) {
         rtr->opcode = wire::RdmapOpcode::kReadRequest;
         rtr->read.source_stag = 1;
         OutstandingRead pending;
@@ -432,6 +329,7 @@ void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord,
     if (crc_)
         rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)
     phase_ = await_rtr ? Phase::kAwaitRtr : Phase::kRdma;
+    prelude_.reset();  // the caller holds it
     {
         std::lock_guard lock(send_mutex_);
         RearmLocked();
@@ -562,11 +460,6 @@ void TcpConnection::Terminate(uint32_t provider_error) {
 // The end, on the lane: everything outstanding is flushed (QP-21), the QP goes to error, the socket closes.
 void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit) {
     if (phase_ == Phase::kClosed) return;
-    // A responder that closes or resets before any byte of its Reply refused us: its listener went away with our
-    // connection still in its accept queue (CM-23), or it would not answer.
-    if (active_ && (phase_ == Phase::kConnecting || phase_ == Phase::kAwaitMpa) && handshake_.nothing_read() &&
-        (status == STATUS_CONNECTION_RESET || status == STATUS_CONNECTION_ABORTED))
-        status = STATUS_CONNECTION_REFUSED;
     static const bool debug = std::getenv("SOFTNDK_WIRE_DEBUG") != nullptr;
     if (debug)
         std::fprintf(stderr, "softndk: %s connection %s -> %s ends in phase %d: status 0x%08X, cause %s\n",
@@ -651,6 +544,7 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     }
     RunFinished(&finished);
     qp_ = nullptr;
+    const std::shared_ptr<StreamPrelude> prelude = std::move(prelude_);  // alive through the event it forwards
     if (emit) Emit(Event::kFailed, status);
 }
 

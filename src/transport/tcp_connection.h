@@ -1,5 +1,5 @@
-// iWARP over TCP (issue 7 §3/§4): one TCP connection, from the MPA exchange (RFC 5044 §7.1, RFC 6581) to the
-// FPDU stream (DDP RFC 5041, RDMAP RFC 5040). It is the QP's transport once established.
+// iWARP over TCP (issue 7 §3/§4): one TCP connection's FPDU stream (MPA framing RFC 5044, DDP RFC 5041, RDMAP
+// RFC 5040). It is the QP's transport once established; before, the MPA exchange (MpaLink) owns its reads.
 //  - Everything that reads the socket runs on the connection's progress lane (one thread), so the QP's inbound
 //    side is entered by one thread at a time (QP-06).
 //  - Sending is done by whoever holds the send lock: the posting thread (no hop for a post), or the lane when
@@ -33,7 +33,6 @@
 #include "engine/transport.h"
 #include "transport/wire_faults.h"
 #include "transport/wire_trace.h"
-#include "transport/mpa_handshake.h"
 #include "wire/iwarp_wire.h"
 
 namespace softndk::transport {
@@ -58,10 +57,20 @@ struct TcpOptions {
     std::chrono::milliseconds peer_stall_timeout{0};
 };
 
+// The socket before RDMA mode belongs to its prelude, the MPA exchange (MpaLink, issue 18 §1): the prelude gets
+// the socket's events and reads the frame's bytes itself; the stream only sends what it is given and ends the
+// socket. EnterRdma hands the socket to the stream.
+class StreamPrelude {
+public:
+    virtual ~StreamPrelude() = default;
+    // On the lane, before EnterRdma: the socket is ready (`events`); while connecting, writable means connected.
+    virtual void OnPreludeReady(uint32_t events) = 0;
+};
+
 class TcpConnection final : public engine::Transport, public std::enable_shared_from_this<TcpConnection> {
 public:
     enum class Event : uint8_t {
-        kMpaReceived,  // active: the Reply or Reject arrived; passive: a valid Request arrived. peer() is set.
+        kMpaReceived,  // active: the Reply or Reject arrived; passive: a valid Request arrived (from MpaLink)
         kEstablished,  // passive: the initiator's RTR / first FPDU arrived (P2P), or the Reply is out (no P2P)
         kPeerClosed,   // the peer's FIN at an FPDU boundary: a graceful disconnect
         kFailed,       // refused, timed out, a protocol error, a Terminate either way, a reset or a lost stream
@@ -69,35 +78,55 @@ public:
     // Runs on the lane. `status` is set for kFailed (the cause is in the flushed requests' ProviderErrorCode).
     using EventHandler = std::function<void(Event, NTSTATUS status)>;
 
-    // Active side: a non-blocking connect from `local` (port 0: the kernel picks) to `remote`, then `offer` as
-    // the MPA Request. The bound local address is written back. Fails inline for a socket that cannot be made
-    // or bound (STATUS_SHARING_VIOLATION for a port in use).
+    // Active side: a non-blocking connect from `local` (port 0: the kernel picks) to `remote`. The bound local
+    // address is written back. Fails inline for a socket that cannot be made or bound (STATUS_SHARING_VIOLATION
+    // for a port in use). `prelude` gets the socket's events until EnterRdma.
     static NTSTATUS Connect(engine::ProgressEngine* progress, sockaddr_storage* local, const sockaddr_storage& remote,
-                            MpaOffer offer, const TcpOptions& options, EventHandler handler,
+                            const TcpOptions& options, std::shared_ptr<StreamPrelude> prelude, EventHandler handler,
                             std::shared_ptr<TcpConnection>* out);
-    // Passive side: an accepted socket; the MPA Request is read next. The handler is made (from the new
-    // connection) before any event can fire; SetHandler replaces it later.
+    // Passive side: an accepted socket, connected.
     static std::shared_ptr<TcpConnection> Adopt(engine::ProgressEngine* progress, int fd, const TcpOptions& options,
-                                                const std::function<EventHandler(std::weak_ptr<TcpConnection>)>& make);
+                                                std::shared_ptr<StreamPrelude> prelude, EventHandler handler);
     ~TcpConnection() override;
+    void StartReading();  // passive: watch the adopted socket (the prelude holds the connection first)
 
     void SetHandler(EventHandler handler);
-    // After kMpaReceived (read on the lane, or by the CM once that event has been seen).
-    const MpaPeer& peer() const { return handshake_.peer(); }
+    void Emit(Event event, NTSTATUS status = STATUS_SUCCESS);
     const sockaddr_storage& local_address() const { return local_; }
     const sockaddr_storage& remote_address() const { return remote_; }
+    uint64_t lane() const { return lane_; }
+    engine::ProgressEngine* progress() const { return progress_; }
 
-    // Passive: send the Reply and enter RDMA mode with `qp` (kEstablished follows); or refuse with a Reject
-    // carrying `private_data`, then close.
-    void Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32_t ord);
-    void Reject(std::vector<uint8_t> private_data);
-    // Passive: resets the connection (kFailed, STATUS_IO_TIMEOUT) if its MPA Request is still not complete.
-    void ExpireIfAwaitingRequest();
-    // Active, after kMpaReceived with an accepting Reply: enter RDMA mode with `qp`; the RTR (or, to a peer
-    // without P2P, a zero-length Write, siw-facts §3.4) goes first, so the first FPDU never races the
-    // responder's set-up.
-    // The RTR is queued, not sent: SendQueued sends it once the QP takes posts (a post sends it too, first).
-    void Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord);
+    // ---- for the prelude, on the lane ----
+    // The connect's result: 0, or the socket's error (ECONNREFUSED for a hang-up without one).
+    int ConnectResult(uint32_t events) const;
+    void Connected();  // active: TCP is up; the socket is read from now on
+    // Reads up to room.size() bytes of the prelude's frame: the count, 0 at EOF, -1 with errno set.
+    ssize_t ReadPrelude(std::span<uint8_t> room);
+    // 1: bytes wait in the socket; 0: the peer's FIN; -1 with errno: none (EAGAIN) or an error.
+    int PeekPrelude() const;
+    void SendRaw(const uint8_t* data, size_t size);  // MPA frames: alone, before any FPDU
+    bool ended() const { return phase_ == Phase::kClosed; }
+    // The end of the stream: flushes everything outstanding and closes (see Shutdown).
+    void End(NTSTATUS status, uint32_t provider_error, bool emit) { Shutdown(status, provider_error, emit); }
+    void ResetOnClose();  // the close will be a reset
+    // What the MPA exchange agreed, before EnterRdma: CRC32c on every FPDU, and for a responder the RTR it chose.
+    void Agree(bool crc, bool expect_read_rtr) {
+        crc_ = crc;
+        expect_read_rtr_ = expect_read_rtr;
+    }
+    // Passive: what the consumer posts waits for the initiator's first FPDU (RFC 5044 §7.1.2).
+    void HoldFpdus();
+    // RDMA mode with `qp` (null: none, to send a Terminate): FPDUs both ways; `await_rtr`: the first FPDU must be
+    // the RTR, and kEstablished reports it.
+    void EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr);
+    // A protocol error in the exchange that is answered with a Terminate (RFC 6581 §5): the stream is in FPDU
+    // mode now.
+    void TerminateNow(wire::TerminateCause cause, NTSTATUS status);
+    // Active: the RTR (RFC 6581 §6; a zero-length Read Request if `read_rtr`, else a zero-length Write), queued
+    // before the consumer can post, so the first FPDU never races the responder's set-up (siw-facts §3.4).
+    // SendQueued sends it once the QP takes posts (a post sends it too, first).
+    void QueueRtr(bool read_rtr);
     void SendQueued();
     // The initiator's kicks (siw-facts §3.4): while nothing has come from the peer since the connection was
     // established, a zero-length Write (STag 1, TO 0, as the RTR), from 10 ms to 10.24 s after. A responder
@@ -128,12 +157,9 @@ public:
 
 private:
     enum class Phase : uint8_t {
-        kConnecting,  // active: TCP connect in progress
-        kAwaitMpa,    // reading the peer's MPA frame
-        kOffered,     // passive: the Request waits for NdkAccept / NdkReject
-        kReplied,     // active: the Reply is in, waiting for NdkCompleteConnect
-        kAwaitRtr,    // passive, P2P: the Reply is out, waiting for the initiator's RTR
-        kRdma,        // FPDUs both ways
+        kPrelude,   // the MPA exchange owns the socket's reads (StreamPrelude)
+        kAwaitRtr,  // passive, P2P: the Reply is out, waiting for the initiator's RTR
+        kRdma,      // FPDUs both ways
         kClosed,
     };
     struct OutMessage;
@@ -146,17 +172,11 @@ private:
     };
 
     TcpConnection(engine::ProgressEngine* progress, int fd, bool active, const TcpOptions& options,
-                  EventHandler handler);
+                  std::shared_ptr<StreamPrelude> prelude, EventHandler handler);
     void Start(uint32_t events);
     void OnReady(uint32_t events);
-    void Emit(Event event, NTSTATUS status = STATUS_SUCCESS);
-
-    // ---- MPA phase ----
-    void OnConnected();
+    void ToPrelude(uint32_t events);
     size_t PathMaxUlpdu() const;
-    void ReadMpa();
-    void QueueRaw(const uint8_t* data, size_t size);
-    void EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr);
 
     // ---- receive (tcp_receive.cpp) ----
     void ReadFpdus();
@@ -214,18 +234,20 @@ private:
     EventHandler handler_;
     sockaddr_storage local_{};
     sockaddr_storage remote_{};
-    Phase phase_;  // the lane's
+    Phase phase_ = Phase::kPrelude;  // the lane's
+    bool connecting_;                // active: TCP connect in progress (the lane's)
+    // Held until EnterRdma or the end (the prelude holds this connection too: the pair lives through the
+    // exchange whoever else lets go).
+    std::shared_ptr<StreamPrelude> prelude_;
     std::atomic<bool> closed_{false};
     std::atomic<bool> peer_fin_{false};
     std::atomic<bool> heard_{false};  // a byte of the FPDU stream came from the peer
     bool hold_fpdus_ = false;  // RFC 5044 §7.1.2: a responder sends no FPDU before the initiator's (send_mutex_)
-    std::atomic<uint32_t> end_cause_{0};     // the Shutdown's provider error, set before closed_
-    std::atomic<bool> establishing_{false};  // Establish() ran; its lane job may still be queued
+    std::atomic<uint32_t> end_cause_{0};  // the Shutdown's provider error, set before closed_
 
-    // MPA (issue 18 §1: the rules live in MpaHandshake; this side only moves its bytes)
-    MpaHandshake handshake_;
-    std::vector<uint8_t> request_;  // active: our Request, sent once TCP connects
-    bool crc_ = false;              // agreed by the handshake: read on the data path
+    // What the MPA exchange agreed (Agree), read on the data path.
+    bool crc_ = false;
+    bool expect_read_rtr_ = false;  // passive: the RTR we chose is a zero-length Read
 
     // Engine side, set on entering RDMA mode (on the lane).
     engine::QueuePair* qp_ = nullptr;
@@ -278,6 +300,10 @@ private:
     bool stall_work_open_ = false;
     std::chrono::steady_clock::time_point stall_clock_{};  // the last look at which nothing was stalled
 };
+
+// Issue 18 §2: the most socket reads one connection made in one wake of its lane since the process started (a
+// diagnostic: tests check the per-wake bound with it).
+uint32_t MostReadsInOneWake();
 
 // "a.b.c.d:port" / "[v6]:port" for logs and tools.
 std::string FormatSockaddr(const sockaddr_storage& address);

@@ -79,6 +79,7 @@ struct TcpConnection::Rx {
     size_t spill_have = 0;
     bool small_run = false;        // the last FPDU's payload was small: read the next ones many at a time (issue 21)
     uint32_t fpdus_this_wake = 0;  // FPDUs finished in this wake (ReadFpdusBatch's fairness cap)
+    uint32_t reads_this_wake = 0;  // socket reads in this wake (the other cap)
     std::vector<uint8_t> staging;  // CRC on: one FPDU's payload, verified before placement
     uint8_t small[wire::kTerminateMaxBodySize + 12];  // a Terminate's body
     // The untagged Send being received.

@@ -65,29 +65,30 @@ void TcpListener::OnReady() {
             return;  // EAGAIN, or a connection that went away before we took it
         }
         MakeRoomLocked();
-        // Held by its epoll registration until the Request is in; then it is the consumer's, or closed.
-        std::shared_ptr<TcpConnection> connection =
-            TcpConnection::Adopt(progress_, fd, options_, [weak_listener](std::weak_ptr<TcpConnection> weak) {
-                return [weak_listener, weak](TcpConnection::Event event, NTSTATUS) {
-                    if (event != TcpConnection::Event::kMpaReceived && event != TcpConnection::Event::kFailed) return;
-                    std::shared_ptr<TcpConnection> connection = weak.lock();
+        // Held by its stream (whose epoll registration holds it) until the Request is in; then it is the consumer's,
+        // or closed.
+        std::shared_ptr<MpaLink> connection =
+            MpaLink::Adopt(progress_, fd, options_, [weak_listener](std::weak_ptr<MpaLink> weak) {
+                return [weak_listener, weak](MpaLink::Event event, NTSTATUS) {
+                    if (event != MpaLink::Event::kMpaReceived && event != MpaLink::Event::kFailed) return;
+                    std::shared_ptr<MpaLink> connection = weak.lock();
                     std::shared_ptr<TcpListener> listener = weak_listener.lock();
                     if (listener) {
                         // Delivered under the lock, so Close() returns only once no delivery runs.
                         std::lock_guard lock(listener->mutex_);
                         if (connection) listener->ForgetLocked(connection.get());
-                        if (event != TcpConnection::Event::kMpaReceived || !connection) return;
+                        if (event != MpaLink::Event::kMpaReceived || !connection) return;
                         if (listener->on_request_) return listener->on_request_(connection);
                     }
-                    if (event == TcpConnection::Event::kMpaReceived && connection)
+                    if (event == MpaLink::Event::kMpaReceived && connection)
                         connection->Reject({});  // CM-23: the listener is gone
                 };
             });
         half_open_.push_back({connection.get(), connection});
         if (options_.mpa_request_timeout.count() > 0 && options_.after) {
-            std::weak_ptr<TcpConnection> weak = connection;
+            std::weak_ptr<MpaLink> weak = connection;
             options_.after(options_.mpa_request_timeout, [weak] {
-                if (std::shared_ptr<TcpConnection> late = weak.lock()) late->ExpireIfAwaitingRequest();
+                if (std::shared_ptr<MpaLink> late = weak.lock()) late->ExpireIfAwaitingRequest();
             });
         }
     }
@@ -98,13 +99,13 @@ void TcpListener::MakeRoomLocked() {
     std::erase_if(half_open_, [](const HalfOpen& entry) { return entry.connection.expired(); });
     while (half_open_.size() >= options_.max_half_open) {
         // The oldest has had the longest to send its Request: a prompt client is seldom the one reset.
-        std::shared_ptr<TcpConnection> oldest = half_open_.front().connection.lock();
+        std::shared_ptr<MpaLink> oldest = half_open_.front().connection.lock();
         half_open_.pop_front();
         if (oldest) oldest->Close(nullptr);  // a reset; no event follows
     }
 }
 
-void TcpListener::ForgetLocked(const TcpConnection* connection) {
+void TcpListener::ForgetLocked(const MpaLink* connection) {
     std::erase_if(half_open_, [connection](const HalfOpen& entry) { return entry.key == connection; });
 }
 

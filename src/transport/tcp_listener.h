@@ -1,6 +1,6 @@
 // A listening TCP socket for NdkListen (issue 7 §4): accepts connections on the progress engine, reads each
 // one's MPA Request and hands the valid ones over. A connection whose Request is malformed never reaches the
-// consumer (TcpConnection refuses it, siw-facts §3.3).
+// consumer (MpaLink refuses it, siw-facts §3.3).
 // Issue 18 §2: a peer costs only its own connection. A socket whose Request is not complete in time is reset;
 // at most max_half_open sockets wait for their Request (the oldest is reset to take a new one); an accept that
 // fails for want of descriptors or memory pauses the listener instead of spinning on it.
@@ -17,14 +17,14 @@
 #include <softndk/ndkpi.h>
 
 #include "engine/progress_engine.h"
-#include "transport/tcp_connection.h"
+#include "transport/mpa_link.h"
 
 namespace softndk::transport {
 
 class TcpListener : public std::enable_shared_from_this<TcpListener> {
 public:
     // On the connection's lane, once its MPA Request is in. The callee owns the connection from then on.
-    using OnRequest = std::function<void(std::shared_ptr<TcpConnection>)>;
+    using OnRequest = std::function<void(std::shared_ptr<MpaLink>)>;
 
     // Binds and listens on `*address` (port 0: the kernel picks; written back). STATUS_SHARING_VIOLATION for an
     // address in use, STATUS_INVALID_ADDRESS for one the host does not have.
@@ -43,7 +43,7 @@ private:
     void OnReady();
     void PauseAcceptingLocked(int error);
     void ResumeAccepting();
-    void ForgetLocked(const TcpConnection* connection);
+    void ForgetLocked(const MpaLink* connection);
     void MakeRoomLocked();  // resets the oldest half-open sockets until one more fits
 
     engine::ProgressEngine* const progress_;
@@ -59,8 +59,8 @@ private:
     std::atomic<uint64_t> accept_pauses_{0};
     // Accepted, MPA Request not in yet, oldest first (under mutex_).
     struct HalfOpen {
-        const TcpConnection* key;
-        std::weak_ptr<TcpConnection> connection;
+        const MpaLink* key;
+        std::weak_ptr<MpaLink> connection;
     };
     std::list<HalfOpen> half_open_;
 };

@@ -32,6 +32,9 @@ constexpr size_t kMaxIovecs = 64;
 constexpr size_t kLargeSpill = 64 * 1024;
 constexpr size_t kSmallFpduPayload = 2 * 1024;
 constexpr uint32_t kFpdusPerWake = 2048;
+constexpr int kReadsPerWake = 64;
+
+std::atomic<uint32_t> most_reads_in_one_wake{0};
 
 uint8_t* ThreadSpill() {
     thread_local std::unique_ptr<uint8_t[]> spill;  // a pointer in TLS: the library may be loaded with dlopen
@@ -56,6 +59,10 @@ void CopyIntoPieces(const std::vector<engine::Piece>& pieces, uint64_t offset, c
 
 }  // namespace
 
+uint32_t MostReadsInOneWake() {
+    return most_reads_in_one_wake.load(std::memory_order_relaxed);
+}
+
 bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size) {
     {
         std::lock_guard lock(send_mutex_);
@@ -67,7 +74,12 @@ bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint
 
 // The Read Responses to the Read Requests of one batch of reads go out together, in one sendmsg.
 void TcpConnection::ReadFpdus() {
+    rx_->reads_this_wake = 0;
     ReadFpdusBatch();
+    const uint32_t reads = rx_->reads_this_wake;
+    uint32_t most = most_reads_in_one_wake.load(std::memory_order_relaxed);
+    while (reads > most && !most_reads_in_one_wake.compare_exchange_weak(most, reads, std::memory_order_relaxed)) {
+    }
     if (!responses_queued_) return;
     responses_queued_ = false;
     std::vector<Finished> finished;
@@ -80,11 +92,12 @@ void TcpConnection::ReadFpdus() {
 
 void TcpConnection::ReadFpdusBatch() {
     Rx& rx = *rx_;
-    // Fairness on a shared lane (issue 18 §2): at most 64 reads and kFpdusPerWake FPDUs per wake; with many
+    // Fairness on a shared lane (issue 18 §2): at most kReadsPerWake reads and kFpdusPerWake FPDUs per wake (a
+    // wake of large FPDUs ends by the reads, LargeFpduFloodFairnessTest; one of small ones by the FPDUs); with many
     // FPDUs to a read, a peer flooding tiny Writes must not hold the lane for megabytes of headers
     // (FloodFairnessTest). Level-triggered epoll brings the rest at the next wake.
     rx.fpdus_this_wake = 0;
-    for (int round = 0; round < 64 && phase_ != Phase::kClosed; ++round) {
+    for (int round = 0; round < kReadsPerWake && phase_ != Phase::kClosed; ++round) {
         if (rx.fpdus_this_wake >= kFpdusPerWake) return;
         if (!ConsumeSpill()) return;  // bytes read with the previous FPDU come first
         iovec iov[kMaxIovecs];
@@ -122,6 +135,7 @@ void TcpConnection::ReadFpdusBatch() {
         size_t requested = 0;
         for (size_t i = 0; i < count; ++i) requested += iov[i].iov_len;
         const ssize_t got = ::readv(fd_, iov, static_cast<int>(count));
+        ++rx.reads_this_wake;
         if (trace_) trace_->Received(got, iov, count);
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
@@ -269,7 +283,7 @@ bool TcpConnection::ProcessHead() {
     if (phase_ == Phase::kAwaitRtr) {  // RFC 6581 §6: the first FPDU is the RTR we chose
         const bool write_rtr = header.opcode == wire::RdmapOpcode::kWrite && rx.payload_size == 0;
         const bool read_rtr = header.opcode == wire::RdmapOpcode::kReadRequest && header.read.size == 0;
-        if (!(handshake_.offer().read_rtr ? read_rtr : write_rtr))
+        if (!(expect_read_rtr_ ? read_rtr : write_rtr))
             return RefuseHead(wire::term::kLlpNoMatchingRtr, STATUS_CONNECTION_ABORTED, rx.head, offender);
     }
     if (header.tagged && rx.tagged_open &&

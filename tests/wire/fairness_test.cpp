@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "transport/tcp_connection.h"
 #include "wire/crafted_peer.h"
 
 namespace softndk::test {
@@ -175,6 +176,39 @@ TEST_F(FloodFairnessTest, WIRE_APeerFloodingSmallWritesDoesNotStarveAnotherConne
     EXPECT_EQ(disconnects_c_.count, 0) << "the flooding peer's valid Writes ended its connection";
     Close(&source_mr->Header);
     Close(&sink_mr->Header);
+}
+
+// The per-wake read cap itself (issue 18 §2): a raw peer floods 16 KiB Writes, one or two reads each, and keeps
+// the socket full. The FPDU cap (2048 per wake) would let one wake read 32 MiB; the read cap ends it after 64
+// reads. transport::MostReadsInOneWake() is the most any wake made: it reaches the cap (the socket always had
+// more) and never passes it.
+TEST_F(FloodFairnessTest, WIRE_AWakeReadsAtMost64TimesFromAPeerFloodingLargeWrites) {
+    ASSERT_NO_FATAL_FAILURE(Handshake());
+    constexpr size_t kWrite = 4 * PAGE_SIZE;  // B's whole buffer
+    std::vector<uint8_t> burst;
+    for (int i = 0; i < 64; ++i) {
+        const std::vector<uint8_t> fpdu = WriteFpdu(Token(), Base(), kWrite);
+        burst.insert(burst.end(), fpdu.begin(), fpdu.end());
+    }
+    timeval send_timeout{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    std::atomic<uint64_t> flooded{0};
+    constexpr auto kFlood = std::chrono::seconds(1);
+    const auto flood_start = Clock::now();
+    std::thread flood([&] {
+        while (Clock::now() - flood_start < kFlood) {
+            const ssize_t sent = ::send(fd_, burst.data(), burst.size(), MSG_NOSIGNAL);
+            if (sent <= 0) break;
+            flooded += static_cast<uint64_t>(sent);
+        }
+    });
+    flood.join();
+    EXPECT_TRUE(WaitFor([&] { return transport::MostReadsInOneWake() >= 64; }))
+        << "no wake found the socket full for 64 reads; flooded " << flooded.load() << " bytes";
+    std::printf("a raw peer flooded %.0f MiB of 16 KiB Writes for 1 s; the most reads in one wake: %u\n",
+                static_cast<double>(flooded.load()) / (1 << 20), transport::MostReadsInOneWake());
+    EXPECT_EQ(transport::MostReadsInOneWake(), 64u) << "a wake read past its cap";
+    EXPECT_EQ(disconnects_c_.count, 0) << "the flooding peer's valid Writes ended its connection";
 }
 
 }  // namespace
