@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The table, the targets and the plot of scripts/bench-wire.sh's run (issue 7 §8, issue 20 §4).
 
-Usage: wire_report.py OUTDIR PNG
+Usage: wire_report.py OUTDIR PNG [QPS_PNG]
 Reads OUTDIR/round-N-{ndkperf.json, iperf3-SIZE.json, fi_rma_write_bw.jsonl, tcp_pingpong.json} and the single
 runs ndkperf-idle.json, ndkperf-busy0.json, ndkperf-connections.json, fi_pingpong-SIZE.txt. Every figure is the
 median of the rounds, so the table, the targets and the plot agree; prints Markdown and draws bandwidth against
-message size into PNG with gnuplot (ndkperf write/read/send, iperf3 and libfabric's tcp RMA write).
+message size into PNG with gnuplot (ndkperf write/read/send, iperf3 and libfabric's tcp RMA write). Issue 21:
+pinned-ndkperf.json and pinned-fi_rma_write_bw.jsonl (each process on one core), qps-ROUND-N-{ndkperf,iperf3}.json
+(ndkperf -q N against iperf3 -P N); QPS_PNG plots aggregate bandwidth against N.
 """
 import glob
 import json
@@ -16,6 +18,7 @@ import subprocess
 import sys
 
 out, png = sys.argv[1], sys.argv[2]
+qps_png = sys.argv[3] if len(sys.argv) > 3 else None
 
 
 def load(path):
@@ -116,6 +119,71 @@ if scale:
     print(f"- {scale['count']} connections between two processes: {scale['setup_us_per_connection']:.0f} µs each to "
           f"set up (one after another); {scale['client_kib_per_connection']:.1f} KiB per connection on the client, "
           f"{scale['server_kib_per_connection']:.1f} KiB on the server (resident memory)")
+
+pinned_path = os.path.join(out, "pinned-ndkperf.json")
+pinned_fabric_path = os.path.join(out, "pinned-fi_rma_write_bw.jsonl")
+if os.path.exists(pinned_path):
+    pinned = {(r["test"], r["size"]): r["gbits_per_s"] for r in load(pinned_path)["results"]}
+    pinned_fabric = {}
+    if os.path.exists(pinned_fabric_path):
+        with open(pinned_fabric_path) as f:
+            pinned_fabric = {row["size"]: row["gbits_per_s"] for row in map(json.loads, f)}
+    print()
+    print("Each process pinned to one core (taskset; one run): Gb/s, and unpinned beside it (the medians above).")
+    print()
+    print("| size | write pinned | read pinned | send pinned | libfabric pinned | write / libfabric, pinned | "
+          "write unpinned | write / libfabric, unpinned |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for size in sorted({size for _, size in pinned}):
+        w, r, s_ = (pinned.get((t, size), 0) for t in ("write", "read", "send"))
+        fab = pinned_fabric.get(size, 0)
+        free, free_fab = cell("write", size), median(rma.get(size, []))
+        print(f"| {size_name(size)} | {w:.2f} | {r:.2f} | {s_:.2f} | {fab:.2f} | {w / fab if fab else 0:.2f}× | "
+              f"{free:.2f} | {free / free_fab if free_fab else 0:.2f}× |")
+    pinned_latency = load(pinned_path)["latency"]
+    if pinned_latency:
+        print(f"- 64 B one-way, pinned: {pinned_latency[0]['one_way_p50_ns'] / 1e3:.1f} µs")
+
+qps = {}  # n -> {"ndkperf": [Gb/s], "iperf3": [Gb/s]}
+for path in rounds_of("qps-*-ndkperf.json"):
+    n = int(re.search(r"qps-\d+-(\d+)-ndkperf\.json", path).group(1))
+    qps.setdefault(n, {"ndkperf": [], "iperf3": []})["ndkperf"].append(load(path)["results"][0]["gbits_per_s"])
+for path in rounds_of("qps-*-iperf3.json"):
+    n = int(re.search(r"qps-\d+-(\d+)-iperf3\.json", path).group(1))
+    qps.setdefault(n, {"ndkperf": [], "iperf3": []})["iperf3"].append(
+        load(path)["end"]["sum_received"]["bits_per_second"] / 1e9)
+if qps:
+    print()
+    print("N QPs on one adapter (ndkperf -q N, N progress threads each side), 1 MiB writes, against iperf3 -P N; "
+          "medians of the rounds, Gb/s in all.")
+    print()
+    print("| QPs / streams | ndkperf write | iperf3 -P N | ratio (target ≥ 0.9×) |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n in sorted(qps):
+        ndk, base = median(qps[n]["ndkperf"]), median(qps[n]["iperf3"])
+        print(f"| {n} | {ndk:.2f} | {base:.2f} | {ndk / base if base else 0:.2f}× |")
+    if qps_png:
+        qps_data = os.path.join(out, "qps.dat")
+        with open(qps_data, "w") as f:
+            for n in sorted(qps):
+                f.write(f"{n} {median(qps[n]['ndkperf'])} {median(qps[n]['iperf3'])}\n")
+        qps_script = f"""
+set terminal pngcairo size 700,440 noenhanced
+set output '{qps_png}'
+set title 'Aggregate 1 MiB write bandwidth against the number of QPs (loopback, medians of {rounds} rounds)'
+set xlabel 'QPs (ndkperf -q N) / streams (iperf3 -P N)'
+set ylabel 'Gb/s in all'
+set xtics ({", ".join(str(n) for n in sorted(qps))})
+set key top left
+set grid
+set yrange [0:*]
+plot '{qps_data}' using 1:2 with linespoints title 'ndkperf write -q N', \\
+     '{qps_data}' using 1:3 with linespoints dashtype 2 title 'iperf3 -P N'
+"""
+        result = subprocess.run(["gnuplot"], input=qps_script, text=True, capture_output=True)
+        if result.returncode != 0:
+            print("gnuplot failed:", result.stderr, file=sys.stderr)
+            sys.exit(1)
 
 data = os.path.join(out, "bandwidth.dat")
 with open(data, "w") as f:

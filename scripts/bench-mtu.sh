@@ -49,6 +49,7 @@ for mtu in $mtus; do
   ip -n "$b" link set "$vb" mtu "$mtu"
   for round in $(seq "$rounds"); do
     port=$((20000 + RANDOM % 20000))
+    : >"$out/server.log"  # emptied here: the server's own redirection may come after the wait below
     in_a "$ndkperf" --server -a 10.213.0.1 -p "$port" >"$out/server.log" 2>&1 &
     wait_log "$out/server.log" listening
     in_b "$ndkperf" --client -a 10.213.0.1 -p "$port" --test all --sizes "${sizes// /,}" \

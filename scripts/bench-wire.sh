@@ -6,8 +6,10 @@
 #   - libfabric's tcp provider: RMA write bandwidth (bench/fi_rma_write_bw) and fi_pingpong (message ping-pong);
 #   - a raw TCP ping-pong that busy-polls (bench/tcp_pingpong);
 #   - all of it in ROUNDS interleaved rounds; every figure reported is the median of the rounds.
-# Writes build/release/bench-wire/*.json, then bench/wire_report.py prints the table and draws
-# docs/wire-bandwidth.png from the same medians. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT [ROUNDS]]
+#   - issue 21 §1: each process pinned to one core (taskset), ndkperf and libfabric; ndkperf -q N against
+#     iperf3 -P N (N = 1, 2, 4, 8 up to the cores);
+# Writes build/release/bench-wire/*.json, then bench/wire_report.py prints the tables and draws
+# docs/wire-bandwidth.png and docs/wire-qps.png from the same medians. Usage: scripts/bench-wire.sh [SECONDS_PER_POINT [ROUNDS]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-1}"
@@ -44,6 +46,7 @@ wait_port() { for _ in $(seq 200); do ss -ltnH "sport = :$1" | grep -q . && retu
 for round in $(seq "$rounds"); do
   echo "== round $round of $rounds: ndkperf (two processes, iWARP/TCP loopback), iperf3, libfabric, raw TCP"
   p=$(port)
+  : >"$out/ndkperf-server.log"  # emptied here: the server's own redirection may come after the wait
   "$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
   wait_listening "$out/ndkperf-server.log" listening
   "$ndkperf" --client -a 127.0.0.1 -p "$p" --test all --sizes "$sizes" --seconds "$seconds" --window 16 \
@@ -62,8 +65,53 @@ for round in $(seq "$rounds"); do
   build/release/bench/tcp_pingpong --size 64 --seconds "$seconds" >"$out/round-$round-tcp_pingpong.json"
 done
 
+# Issue 21 §1, placement: the rounds above leave every process unpinned (its threads float over the cores, as on a
+# server); here each process is pinned to one core with taskset, ndkperf and libfabric alike, which shows what
+# the engine alone costs. Server on the first core, client on the last.
+server_core=0
+client_core=$(($(nproc) - 1))
+echo "== pinned: each process on one core (server on core $server_core, client on core $client_core)"
+pinned_sizes=64,4096,65536,1048576
+p=$(port)
+: >"$out/ndkperf-server.log"  # emptied here: the server's own redirection may come after the wait
+taskset -c "$server_core" "$ndkperf" --server -a 127.0.0.1 -p "$p" >"$out/ndkperf-server.log" 2>&1 &
+wait_listening "$out/ndkperf-server.log" listening
+taskset -c "$client_core" "$ndkperf" --client -a 127.0.0.1 -p "$p" --test all --sizes "$pinned_sizes" \
+    --seconds "$seconds" --window 16 --latency-sizes 64 --json >"$out/pinned-ndkperf.json"
+wait
+p=$(port)
+taskset -c "$server_core" build/release/bench/fi_rma_write_bw --server --address 127.0.0.1 --port "$p" \
+    --sizes "$pinned_sizes" --seconds "$seconds" --window 16 >"$out/fi-server.log" 2>&1 &
+wait_port "$p"
+taskset -c "$client_core" build/release/bench/fi_rma_write_bw --client --address 127.0.0.1 --port "$p" \
+    --sizes "$pinned_sizes" --seconds "$seconds" --window 16 >"$out/pinned-fi_rma_write_bw.jsonl"
+wait
+
+# Issue 21 §1, many QPs: ndkperf -q N (N QPs on one adapter, each its own connection, with N progress threads on
+# both sides) against iperf3 -P N (N streams), 1 MiB writes, N = 1, 2, 4, 8 up to the cores, interleaved rounds.
+qp_counts=()
+for n in 1 2 4 8; do [ "$n" -le "$(nproc)" ] && qp_counts+=("$n"); done
+for round in $(seq "$rounds"); do
+  echo "== round $round of $rounds: -q N QPs against iperf3 -P N (N = ${qp_counts[*]})"
+  for n in "${qp_counts[@]}"; do
+    p=$(port)
+    : >"$out/ndkperf-server.log"  # emptied here: the server's own redirection may come after the wait
+    "$ndkperf" --server -a 127.0.0.1 -p "$p" --progress-threads "$n" --max-size 1048576 >"$out/ndkperf-server.log" 2>&1 &
+    wait_listening "$out/ndkperf-server.log" listening
+    "$ndkperf" --client -a 127.0.0.1 -p "$p" -q "$n" --progress-threads "$n" --test write --sizes 1048576 \
+        --seconds "$seconds" --window 16 --latency-sizes 64 --json >"$out/qps-$round-$n-ndkperf.json"
+    wait
+    p=$(port)
+    iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+    wait_port "$p"
+    iperf3 -c 127.0.0.1 -p "$p" -P "$n" -l 1048576 -t "$iperf_seconds" -J >"$out/qps-$round-$n-iperf3.json"
+    wait
+  done
+done
+
 echo "== ndkperf, idle with one connection open (5 s)"
 p=$(port)
+: >"$out/ndkperf-server.log"  # emptied here: the server's own redirection may come after the wait
 "$ndkperf" --server -a 127.0.0.1 -p "$p" --max-size 65536 >"$out/ndkperf-server.log" 2>&1 &
 wait_listening "$out/ndkperf-server.log" listening
 "$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 64 --seconds 0.1 --latency-sizes 64 --idle 5 \
@@ -72,6 +120,7 @@ wait
 
 echo "== ndkperf Send ping-pong with the progress threads' busy-poll window off (SOFTNDK_BUSY_POLL_US=0)"
 p=$(port)
+: >"$out/ndkperf-server.log"  # emptied here: the server's own redirection may come after the wait
 SOFTNDK_BUSY_POLL_US=0 "$ndkperf" --server -a 127.0.0.1 -p "$p" --max-size 65536 >"$out/ndkperf-server.log" 2>&1 &
 wait_listening "$out/ndkperf-server.log" listening
 SOFTNDK_BUSY_POLL_US=0 "$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 64 --seconds 0.1 \
@@ -80,6 +129,7 @@ wait
 
 echo "== ndkperf, 1000 connections"
 p=$(port)
+: >"$out/ndkperf-server.log"  # emptied here: the server's own redirection may come after the wait
 "$ndkperf" --server -a 127.0.0.1 -p "$p" --max-size 65536 >"$out/ndkperf-server.log" 2>&1 &
 wait_listening "$out/ndkperf-server.log" listening
 "$ndkperf" --client -a 127.0.0.1 -p "$p" --test write --sizes 64 --seconds 0.1 --latency-sizes 64 \
@@ -96,4 +146,4 @@ for size in 64 1024 65536 1048576; do
   wait
 done
 
-python3 bench/wire_report.py "$out" docs/wire-bandwidth.png
+python3 bench/wire_report.py "$out" docs/wire-bandwidth.png docs/wire-qps.png

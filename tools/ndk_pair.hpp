@@ -30,15 +30,21 @@ struct Side {
     MDL* mdl = nullptr;
     UINT32 local_token = 0;
     UINT32 remote_token = 0;
+    bool owns_adapter = true;  // false: OpenSide was given another side's adapter (CloseSide leaves it open)
 };
 
 inline VOID IgnoreCq(PVOID, NTSTATUS) {}
 
 // One side: adapter, PD, one CQ, one QP, one registered buffer of `bytes` (by default remote read and write
-// allowed; `mr_flags` says otherwise).
+// allowed; `mr_flags` says otherwise). With `shared_adapter` the side opens no adapter of its own.
 inline void OpenSide(Side* side, const SOFTNDK_ADAPTER_CONFIG& config, size_t bytes, ULONG depth, ULONG cq_depth = 0,
-                     ULONG mr_flags = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ) {
-    Check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
+                     ULONG mr_flags = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
+                     NDK_ADAPTER* shared_adapter = nullptr) {
+    side->owns_adapter = shared_adapter == nullptr;
+    if (shared_adapter != nullptr)
+        side->adapter = shared_adapter;
+    else
+        Check(SoftNdkOpenAdapter(&config, &side->adapter), "SoftNdkOpenAdapter");
     Waiter pd;
     side->pd = Created(pd, side->adapter->Dispatch->NdkCreatePd(side->adapter, &Waiter::OnCreate, &pd, &side->pd),
                        &side->pd, "NdkCreatePd");
@@ -87,7 +93,7 @@ inline void CloseSide(Side* side) {
     MmUnlockPages(side->mdl);
     IoFreeMdl(side->mdl);
     munmap(side->buffer, side->bytes);
-    SoftNdkCloseAdapter(side->adapter);
+    if (side->owns_adapter) SoftNdkCloseAdapter(side->adapter);
     *side = Side{};
 }
 

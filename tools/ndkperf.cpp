@@ -33,7 +33,8 @@ constexpr const char* kUsage =
     "usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] [--pend|--random] [--json]\n"
     "       ndkperf --server [-a ADDRESS] [-p PORT] [--max-size BYTES] [--pend|--random]\n"
     "       ndkperf --client -a ADDRESS -p PORT [--test ...] [--sizes ...] [--latency-sizes 64,...] [--window N]\n"
-    "               [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n"
+    "               [-q QPS] [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n"
+    "       (--server and --client also take --progress-threads N: the adapter's ProgressThreads)\n"
     "       ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [perftest flags] [SERVER]   (perftest's protocol)\n";
 
 double Seconds(Clock::time_point start) {
@@ -157,6 +158,10 @@ Options Parse(int argc, char** argv) {
             options.port = static_cast<unsigned>(ndktools::ParseCount("ndkperf", arg, next(), 1, 65535));
         } else if (arg == "--window") {
             options.window = static_cast<ULONG>(ndktools::ParseCount("ndkperf", arg, next(), 1, 1024));
+        } else if (arg == "-q" || arg == "--qps") {  // the server serves 32 test connections at once
+            options.qps = static_cast<unsigned>(ndktools::ParseCount("ndkperf", arg, next(), 1, 32));
+        } else if (arg == "--progress-threads") {
+            options.progress_threads = static_cast<unsigned>(ndktools::ParseCount("ndkperf", arg, next(), 1, 16));
         } else if (arg == "--connections") {  // the server holds 4096 connections at most
             options.connections = static_cast<unsigned>(ndktools::ParseCount("ndkperf", arg, next(), 0, 4000));
         } else if (arg == "--idle") {
@@ -178,6 +183,10 @@ Options Parse(int argc, char** argv) {
             std::fprintf(stderr, "ndkperf: unknown flag %s; see ndkperf --help\n", arg.c_str());
             std::exit(2);
         }
+    }
+    if (options.qps > 1 && options.role != Options::Role::kClient) {
+        std::fprintf(stderr, "ndkperf: -q (QPs at once) is for --client; the server serves them all\n");
+        std::exit(2);
     }
     if (options.role == Options::Role::kClient) {
         if (options.address.empty() || options.port == 0) {

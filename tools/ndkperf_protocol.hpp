@@ -60,7 +60,8 @@ struct Hello {
     uint32_t reserved;
 };
 
-enum class Kind : uint32_t { kStart = 1, kDone = 2, kCredit = 3, kQuit = 4 };
+// kLeave: this connection ends and the server goes on (the other QPs of `--client -q N`); kQuit ends the server.
+enum class Kind : uint32_t { kStart = 1, kDone = 2, kCredit = 3, kQuit = 4, kLeave = 5 };
 enum class Test : uint32_t { kWrite = 1, kRead = 2, kSend = 3, kPingPong = 4, kConnections = 5 };
 
 struct Control {
@@ -76,6 +77,7 @@ inline SOFTNDK_ADAPTER_CONFIG ConfigFor(const Options& options) {
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);  // the environment's settings (SOFTNDK_INTERFACE, _TRACE, …) apply
     config.CompletionMode = options.mode;
+    if (options.progress_threads > 0) config.ProgressThreads = options.progress_threads;
     return config;
 }
 

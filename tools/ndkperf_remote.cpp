@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace ndkperf {
@@ -28,13 +29,15 @@ VOID OnClientDisconnect(PVOID) {
 
 class Client {
 public:
-    Client(const Options& options) : options_(options) {
+    // `shared_adapter`: another QP's adapter (-q N), else the client opens its own.
+    explicit Client(const Options& options, NDK_ADAPTER* shared_adapter = nullptr) : options_(options) {
         const SOFTNDK_ADAPTER_CONFIG config = ConfigFor(options);
         data_bytes_ = ROUND_TO_PAGES(options.largest);
         depth_ = options.window + kServerReceives + 16;
         // Data, the send area, the receive spill, the receive slots.
         ndktools::OpenSide(&side_, config, data_bytes_ + 2 * kMessageArea + kServerReceives * kSlot, depth_,
-                           4 * depth_ + 8192);
+                           4 * depth_ + 8192, NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
+                           shared_adapter);
         for (size_t i = 0; i < data_bytes_; ++i) side_.buffer[i] = static_cast<uint8_t>(i * 13 + 1);  // never kMagic
     }
     ~Client() {
@@ -43,19 +46,43 @@ public:
         ndktools::CloseSide(&side_);
     }
 
-    int Run() {
+    NDK_ADAPTER* adapter() const { return side_.adapter; }
+    void set_quiet() { quiet_ = true; }
+
+    // Connects its QP to the server and posts its receives.
+    void Open() {
         const int length = ParseAddress(options_.address, options_.port, &server_);
         server_length_ = static_cast<ULONG>(length);
         side_.connector = Connect(side_.qp, &hello_);
         for (ULONG i = 0; i < kServerReceives; ++i) PostReceive(i);
         credits_ = hello_.receives;
+    }
+
+    // Ends its connection: kQuit also ends the server, kLeave leaves it serving.
+    void Leave(Kind kind) {
+        SendControl(Control{kMagic, kind, 0, Test::kWrite, 0, 0});
+        Waiter disconnected;
+        disconnected.Wait(side_.connector->Dispatch->NdkDisconnect(side_.connector, &Waiter::OnRequest, &disconnected));
+    }
+
+    // The run of one Bandwidth: its first post and its Done's answer.
+    Clock::time_point started() const { return started_; }
+    Clock::time_point ended() const { return ended_; }
+
+    int Run() {
+        Open();
+        return RunRest(options_.tests, {});
+    }
+
+    // After Open: --idle, the bandwidth rows of `tests` (after `rows`, measured elsewhere), the ping-pongs,
+    // --connections, the Quit and the summary.
+    int RunRest(const std::vector<std::string>& tests, std::vector<Row> rows) {
         if (options_.idle_seconds > 0) idle_cpu_percent_ = IdleCpuPercent(options_.idle_seconds);
-        std::vector<Row> rows;
         std::vector<LatencyRow> latencies;
-        const size_t total = options_.tests.size() * options_.sizes.size() + options_.latency_sizes.size();
+        const size_t total = tests.size() * options_.sizes.size() + options_.latency_sizes.size();
         size_t step = 0;
         InstallInterruptHandler();
-        for (const std::string& test : options_.tests) {
+        for (const std::string& test : tests) {
             for (size_t size : options_.sizes) {
                 if (Interrupted()) break;
                 std::fprintf(stderr, "[%zu/%zu] %s %s ...", ++step, total, test.c_str(), SizeName(size).c_str());
@@ -75,15 +102,14 @@ public:
             scale = Connections(options_.connections);
             std::fprintf(stderr, " %.0f us each\n", scale.setup_us_per_connection);
         }
-        Control quit{kMagic, Kind::kQuit, 0, Test::kWrite, 0, 0};
-        SendControl(quit);
-        Waiter disconnected;
-        disconnected.Wait(side_.connector->Dispatch->NdkDisconnect(side_.connector, &Waiter::OnRequest, &disconnected));
+        Leave(Kind::kQuit);
         if (Interrupted())
             std::fprintf(stderr, "ndkperf: interrupted; the rows below are what was measured (the last one partly)\n");
         Print(options_, rows, latencies, scale, idle_cpu_percent_);
         return InterruptedExitStatus();
     }
+
+    Row Bandwidth(const std::string& test, size_t size) { return MeasureBandwidth(test, size); }
 
 private:
     NDK_CONNECTOR* Connect(NDK_QP* qp, Hello* hello) {
@@ -190,11 +216,12 @@ private:
         return true;
     }
 
-    Row Bandwidth(const std::string& test, size_t size) {
+    Row MeasureBandwidth(const std::string& test, size_t size) {
         const Test kind = test == "write" ? Test::kWrite : test == "read" ? Test::kRead : Test::kSend;
         const ULONG window = kind == Test::kRead ? read_window_ : options_.window;
         SendControl(Control{kMagic, Kind::kStart, 0, kind, size, 0});
         const auto start = Clock::now();
+        started_ = start;
         auto report = start + std::chrono::seconds(1);
         const auto end =
             start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.seconds));
@@ -208,7 +235,7 @@ private:
             const ULONG finished = Pump();
             outstanding -= finished;
             completed += finished;
-            if (options_.seconds >= 2 && Clock::now() >= report) {  // progress on long runs
+            if (options_.seconds >= 2 && !quiet_ && Clock::now() >= report) {  // progress on long runs
                 std::fprintf(stderr, " %.2f",
                              completed * size * 8 / std::chrono::duration<double>(Clock::now() - start).count() / 1e9);
                 report += std::chrono::seconds(1);
@@ -220,7 +247,8 @@ private:
             completed += finished;
         }
         Exchange(kind, size, false);  // every Write is placed and every Send received
-        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        ended_ = Clock::now();
+        const double elapsed = std::chrono::duration<double>(ended_ - start).count();
         Row row{};
         row.test = test;
         row.size = size;
@@ -316,13 +344,66 @@ private:
     bool done_ = false;
     uint64_t server_value_ = 0;
     double idle_cpu_percent_ = -1;
+    bool quiet_ = false;
+    Clock::time_point started_{}, ended_{};
     std::vector<NDK_QP*> extra_qps_;
     std::vector<NDK_CONNECTOR*> extra_connectors_;
 };
 
 }  // namespace
 
+// -q N (perftest's -q): N QPs on one adapter, each its own connection to the server, run each test and size at
+// once from N threads. A row is the sum: every QP's bytes over the time from the first QP's start to the last
+// one's Done. Latency, --connections and --idle run on the first QP alone.
+int RunManyQps(const Options& options) {
+    std::vector<std::unique_ptr<Client>> clients;
+    clients.push_back(std::make_unique<Client>(options));
+    for (unsigned i = 1; i < options.qps; ++i)
+        clients.push_back(std::make_unique<Client>(options, clients[0]->adapter()));
+    for (auto& client : clients) {
+        client->set_quiet();
+        client->Open();
+    }
+    InstallInterruptHandler();
+    std::vector<Row> rows;
+    const size_t total = options.tests.size() * options.sizes.size();
+    size_t step = 0;
+    for (const std::string& test : options.tests) {
+        for (size_t size : options.sizes) {
+            if (Interrupted()) break;
+            std::fprintf(stderr, "[%zu/%zu] %s %s, %u QPs ...", ++step, total, test.c_str(), SizeName(size).c_str(),
+                         options.qps);
+            std::vector<Row> parts(clients.size());
+            std::vector<std::thread> threads;
+            for (size_t i = 0; i < clients.size(); ++i)
+                threads.emplace_back([&, i] { parts[i] = clients[i]->Bandwidth(test, size); });
+            for (std::thread& thread : threads) thread.join();
+            Clock::time_point first = clients[0]->started(), last = clients[0]->ended();
+            Row sum{};
+            sum.test = test;
+            sum.size = size;
+            for (size_t i = 0; i < clients.size(); ++i) {
+                first = std::min(first, clients[i]->started());
+                last = std::max(last, clients[i]->ended());
+                sum.iterations += parts[i].iterations;
+            }
+            const double elapsed = std::chrono::duration<double>(last - first).count();
+            sum.gbytes_per_s = static_cast<double>(size) * static_cast<double>(sum.iterations) / elapsed / 1e9;
+            sum.mops = static_cast<double>(sum.iterations) / elapsed / 1e6;
+            rows.push_back(sum);
+            std::fprintf(stderr, " %.2f Gb/s in all\n", sum.gbytes_per_s * 8);
+        }
+    }
+    for (size_t i = clients.size(); i-- > 1;) {
+        clients[i]->Leave(Kind::kLeave);
+        clients.pop_back();  // before the first: it holds the adapter
+    }
+    // The first QP: latency, connections and the summary, as a one-QP run ends; the bandwidth rows are the sums.
+    return clients[0]->RunRest({}, std::move(rows));
+}
+
 int RunClient(const Options& options) {
+    if (options.qps > 1) return RunManyQps(options);
     Client client(options);
     return client.Run();
 }
@@ -334,8 +415,8 @@ namespace ndkperf {
 void Print(const Options& options, const std::vector<Row>& rows, const std::vector<LatencyRow>& latencies,
            const ConnectionsRow& connections, double idle_cpu_percent) {
     if (options.json) {
-        std::printf("{\"schema\":\"%s\",\"transport\":\"tcp\",\"window\":%u,\"results\":[", kJsonSchema,
-                    options.window);
+        std::printf("{\"schema\":\"%s\",\"transport\":\"tcp\",\"window\":%u,\"qps\":%u,\"results\":[", kJsonSchema,
+                    options.window, options.qps);
         for (size_t i = 0; i < rows.size(); ++i)
             std::printf(
                 "%s{\"test\":\"%s\",\"size\":%zu,\"iterations\":%ld,\"gbytes_per_s\":%.4f,\"gbits_per_s\":%.4f,"
@@ -360,6 +441,7 @@ void Print(const Options& options, const std::vector<Row>& rows, const std::vect
         std::printf(",\"interrupted\":%s}\n", Interrupted() ? "true" : "false");
         return;
     }
+    if (options.qps > 1) std::printf("%u QPs at once on one adapter; each row is their sum\n", options.qps);
     std::printf("%-6s %9s %10s %10s %10s %10s\n", "test", "size", "iters", "GB/s", "Gb/s", "Mmsg/s");
     for (const Row& r : rows)
         std::printf("%-6s %9s %10ld %10.3f %10.3f %10.3f\n", r.test.c_str(), SizeName(r.size).c_str(), r.iterations,

@@ -22,10 +22,12 @@ struct Options {
     bool json = false;
     std::string address;  // remote: the server's (client) or the one to listen on (server, default any)
     unsigned port = 0;
-    ULONG window = 16;         // remote: requests in flight
-    unsigned connections = 0;  // remote: also open this many more connections and measure them
-    size_t largest = 4 << 20;  // the largest size asked for (the server: the largest it accepts)
-    double idle_seconds = 0;   // remote client: first sit idle this long and report the process's CPU use
+    ULONG window = 16;              // remote: requests in flight
+    unsigned connections = 0;       // remote: also open this many more connections and measure them
+    size_t largest = 4 << 20;       // the largest size asked for (the server: the largest it accepts)
+    double idle_seconds = 0;        // remote client: first sit idle this long and report the process's CPU use
+    unsigned qps = 1;               // remote client: QPs on one adapter, each its own connection, run at once (-q)
+    unsigned progress_threads = 0;  // the adapter's ProgressThreads (0: its default or SOFTNDK_PROGRESS_THREADS)
 };
 
 // Ctrl-C (issue 20 §1, as perftest and ping): the first SIGINT or SIGTERM ends the measurement under way; the

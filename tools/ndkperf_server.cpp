@@ -39,6 +39,7 @@ struct Connection {
     uint64_t ring_next = 0;
     std::atomic<bool> disconnected{false};
     bool answered = false;  // our NdkDisconnect after the peer's (CM-24: its disconnect completes at our FIN)
+    bool leaving = false;   // the client said kLeave: its disconnect is expected
     Waiter disconnect_done;
     NTSTATUS disconnect_returned = STATUS_PENDING;
 };
@@ -210,7 +211,7 @@ private:
             if (!connection->established) {
                 Drop(*connection, "NdkAccept failed", connection->accepted.status);
             } else {
-                if (connection->role == Role::kTests && !connection->dropped)
+                if (connection->role == Role::kTests && !connection->dropped && !connection->leaving)
                     std::fprintf(stderr, "ndkperf server: client %s left without a Quit; still serving\n",
                                  connection->peer.c_str());
                 Forget(*connection);
@@ -308,6 +309,9 @@ private:
                 case Kind::kDone:
                     connection.pong = false;
                     status = SendControl(connection, Kind::kDone, ResidentKiB());
+                    break;
+                case Kind::kLeave:
+                    connection.leaving = true;
                     break;
                 case Kind::kQuit:
                     std::fprintf(stderr, "ndkperf server: client %s sent Quit; the server ends\n",

@@ -34,6 +34,9 @@ expect 2 '--sizes: "4x"' -- --sizes 64,4x
 expect 2 '--sizes: "0"' -- --sizes 0
 expect 2 '--window: "0"' -- --client -a 127.0.0.1 -p 1 --window 0
 expect 2 'unknown flag --bogus; see ndkperf --help' -- --bogus
+expect 2 '-q: "33" is not a whole number from 1 to 32' -- --client -a 127.0.0.1 -p 1 -q 33
+expect 2 '-q (QPs at once) is for --client' -- --server -q 2
+expect 2 '--progress-threads: "17"' -- --server --progress-threads 17
 expect 2 '--seconds needs a value' -- --seconds
 expect 0 'usage: ndkperf' -- --help
 expect 0 'usage: ndkperf' -- -h
