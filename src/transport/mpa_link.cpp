@@ -140,6 +140,7 @@ void MpaLink::ReadMpa() {
     }
     if (!active_) {
         phase_ = Phase::kOffered;
+        stream_->MeasurePath();  // before the consumer can accept and post
         Emit(Event::kMpaReceived);
         return;
     }

@@ -3,12 +3,15 @@
 // MpaHandshake holds the rules (which frame, how it is judged); this class sequences them:
 //   active:  kConnecting → (TCP up, our Request out) kAwaitMpa → (Reply) kReplied → Establish → stream
 //   passive: kAwaitMpa → (a valid Request) kOffered → Accept → stream, or Reject → closed
-// Everything runs on the connection's lane; what the consumer calls posts there.
+// Its phases change on the connection's lane only; what the consumer calls posts there (Establish also queues
+// the RTR on the caller's thread, before the QP takes posts). The owner (the listener until the Request is in,
+// then the CM's channel) holds the link; the link holds its stream.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "transport/mpa_handshake.h"

@@ -72,7 +72,7 @@ std::string FormatSockaddr(const sockaddr_storage& address) {
 }
 
 TcpConnection::TcpConnection(engine::ProgressEngine* progress, int fd, bool active, const TcpOptions& options,
-                             std::shared_ptr<StreamPrelude> prelude, EventHandler handler)
+                             std::weak_ptr<StreamPrelude> prelude, EventHandler handler)
     : progress_(progress),
       lane_(next_lane.fetch_add(1)),
       fd_(fd),
@@ -89,7 +89,7 @@ TcpConnection::~TcpConnection() {
 
 NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_storage* local,
                                 const sockaddr_storage& remote, const TcpOptions& options,
-                                std::shared_ptr<StreamPrelude> prelude, EventHandler handler,
+                                std::weak_ptr<StreamPrelude> prelude, EventHandler handler,
                                 std::shared_ptr<TcpConnection>* out) {
     const int fd = ::socket(remote.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return StatusFromErrno(errno);
@@ -120,7 +120,7 @@ NTSTATUS TcpConnection::Connect(engine::ProgressEngine* progress, sockaddr_stora
 }
 
 std::shared_ptr<TcpConnection> TcpConnection::Adopt(engine::ProgressEngine* progress, int fd, const TcpOptions& options,
-                                                    std::shared_ptr<StreamPrelude> prelude, EventHandler handler) {
+                                                    std::weak_ptr<StreamPrelude> prelude, EventHandler handler) {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::shared_ptr<TcpConnection> connection(
@@ -137,7 +137,6 @@ std::shared_ptr<TcpConnection> TcpConnection::Adopt(engine::ProgressEngine* prog
 }
 
 void TcpConnection::StartReading() {
-    max_payload_ = PathMaxUlpdu();
     Start(EPOLLIN | EPOLLRDHUP);
 }
 
@@ -147,11 +146,6 @@ void TcpConnection::Start(uint32_t events) {
     std::lock_guard lock(send_mutex_);
     watched_ = progress_->Watch(lane_, fd_, events, [self](uint32_t ready) { self->OnReady(ready); });
     if (watched_ == nullptr) progress_->Post(lane_, [self] { self->Shutdown(STATUS_INSUFFICIENT_RESOURCES, 0, true); });
-}
-
-void TcpConnection::SetHandler(EventHandler handler) {
-    std::lock_guard lock(handler_mutex_);
-    handler_ = std::move(handler);
 }
 
 void TcpConnection::Emit(Event event, NTSTATUS status) {
@@ -196,8 +190,14 @@ void TcpConnection::OnReady(uint32_t events) {
 }
 
 void TcpConnection::ToPrelude(uint32_t events) {
-    const std::shared_ptr<StreamPrelude> prelude = prelude_;  // it may end the stream, which lets go of it
-    if (prelude) prelude->OnPreludeReady(events);
+    if (const std::shared_ptr<StreamPrelude> prelude = prelude_.lock())
+        prelude->OnPreludeReady(events);
+    else  // its owner let go of the exchange (a listener or a connector closed): nobody waits for an event
+        Shutdown(STATUS_CONNECTION_ABORTED, 0, false);
+}
+
+void TcpConnection::MeasurePath() {
+    max_payload_ = PathMaxUlpdu();
 }
 
 int TcpConnection::ConnectResult(uint32_t events) const {
@@ -329,7 +329,7 @@ void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord,
     if (crc_)
         rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)
     phase_ = await_rtr ? Phase::kAwaitRtr : Phase::kRdma;
-    prelude_.reset();  // the caller holds it
+    prelude_.reset();  // the socket's events are the stream's from here
     {
         std::lock_guard lock(send_mutex_);
         RearmLocked();
@@ -544,7 +544,7 @@ void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit
     }
     RunFinished(&finished);
     qp_ = nullptr;
-    const std::shared_ptr<StreamPrelude> prelude = std::move(prelude_);  // alive through the event it forwards
+    prelude_.reset();
     if (emit) Emit(Event::kFailed, status);
 }
 

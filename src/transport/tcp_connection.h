@@ -59,7 +59,8 @@ struct TcpOptions {
 
 // The socket before RDMA mode belongs to its prelude, the MPA exchange (MpaLink, issue 18 §1): the prelude gets
 // the socket's events and reads the frame's bytes itself; the stream only sends what it is given and ends the
-// socket. EnterRdma hands the socket to the stream.
+// socket. EnterRdma hands the socket to the stream. The prelude's owner holds the prelude, the prelude holds the
+// stream, and the stream only refers to its prelude.
 class StreamPrelude {
 public:
     virtual ~StreamPrelude() = default;
@@ -82,15 +83,14 @@ public:
     // address is written back. Fails inline for a socket that cannot be made or bound (STATUS_SHARING_VIOLATION
     // for a port in use). `prelude` gets the socket's events until EnterRdma.
     static NTSTATUS Connect(engine::ProgressEngine* progress, sockaddr_storage* local, const sockaddr_storage& remote,
-                            const TcpOptions& options, std::shared_ptr<StreamPrelude> prelude, EventHandler handler,
+                            const TcpOptions& options, std::weak_ptr<StreamPrelude> prelude, EventHandler handler,
                             std::shared_ptr<TcpConnection>* out);
     // Passive side: an accepted socket, connected.
     static std::shared_ptr<TcpConnection> Adopt(engine::ProgressEngine* progress, int fd, const TcpOptions& options,
-                                                std::shared_ptr<StreamPrelude> prelude, EventHandler handler);
+                                                std::weak_ptr<StreamPrelude> prelude, EventHandler handler);
     ~TcpConnection() override;
     void StartReading();  // passive: watch the adopted socket (the prelude holds the connection first)
 
-    void SetHandler(EventHandler handler);
     void Emit(Event event, NTSTATUS status = STATUS_SUCCESS);
     const sockaddr_storage& local_address() const { return local_; }
     const sockaddr_storage& remote_address() const { return remote_; }
@@ -115,6 +115,8 @@ public:
         crc_ = crc;
         expect_read_rtr_ = expect_read_rtr;
     }
+    // The ULPDU bytes an FPDU may carry on this path, measured now (a passive side: when the Request is in).
+    void MeasurePath();
     // Passive: what the consumer posts waits for the initiator's first FPDU (RFC 5044 §7.1.2).
     void HoldFpdus();
     // RDMA mode with `qp` (null: none, to send a Terminate): FPDUs both ways; `await_rtr`: the first FPDU must be
@@ -172,7 +174,7 @@ private:
     };
 
     TcpConnection(engine::ProgressEngine* progress, int fd, bool active, const TcpOptions& options,
-                  std::shared_ptr<StreamPrelude> prelude, EventHandler handler);
+                  std::weak_ptr<StreamPrelude> prelude, EventHandler handler);
     void Start(uint32_t events);
     void OnReady(uint32_t events);
     void ToPrelude(uint32_t events);
@@ -236,9 +238,9 @@ private:
     sockaddr_storage remote_{};
     Phase phase_ = Phase::kPrelude;  // the lane's
     bool connecting_;                // active: TCP connect in progress (the lane's)
-    // Held until EnterRdma or the end (the prelude holds this connection too: the pair lives through the
-    // exchange whoever else lets go).
-    std::shared_ptr<StreamPrelude> prelude_;
+    // Weak: the prelude's owner (the listener, then the CM) holds it, and it holds this connection; a prelude
+    // gone before EnterRdma ends the stream at its next event.
+    std::weak_ptr<StreamPrelude> prelude_;
     std::atomic<bool> closed_{false};
     std::atomic<bool> peer_fin_{false};
     std::atomic<bool> heard_{false};  // a byte of the FPDU stream came from the peer

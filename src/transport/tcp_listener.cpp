@@ -96,10 +96,9 @@ void TcpListener::OnReady() {
 
 void TcpListener::MakeRoomLocked() {
     if (options_.max_half_open == 0) return;
-    std::erase_if(half_open_, [](const HalfOpen& entry) { return entry.connection.expired(); });
     while (half_open_.size() >= options_.max_half_open) {
         // The oldest has had the longest to send its Request: a prompt client is seldom the one reset.
-        std::shared_ptr<MpaLink> oldest = half_open_.front().connection.lock();
+        std::shared_ptr<MpaLink> oldest = std::move(half_open_.front().connection);
         half_open_.pop_front();
         if (oldest) oldest->Close(nullptr);  // a reset; no event follows
     }
@@ -111,8 +110,7 @@ void TcpListener::ForgetLocked(const MpaLink* connection) {
 
 size_t TcpListener::half_open() const {
     std::lock_guard lock(mutex_);
-    return static_cast<size_t>(std::count_if(half_open_.begin(), half_open_.end(),
-                                             [](const HalfOpen& entry) { return !entry.connection.expired(); }));
+    return half_open_.size();
 }
 
 void TcpListener::PauseAcceptingLocked(int error) {

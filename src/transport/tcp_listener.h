@@ -57,10 +57,11 @@ private:
     bool closed_ = false;
     bool paused_ = false;  // accept failed for want of resources: retried after options_.accept_retry
     std::atomic<uint64_t> accept_pauses_{0};
-    // Accepted, MPA Request not in yet, oldest first (under mutex_).
+    // Accepted, MPA Request not in yet, oldest first (under mutex_). The listener owns these links until their
+    // Request is in (then the consumer does) or they end.
     struct HalfOpen {
         const MpaLink* key;
-        std::weak_ptr<MpaLink> connection;
+        std::shared_ptr<MpaLink> connection;
     };
     std::list<HalfOpen> half_open_;
 };

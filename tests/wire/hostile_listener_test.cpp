@@ -152,5 +152,52 @@ TEST_F(HostileListenerTest, WIRE_CM_04_AcceptOutOfDescriptorsPausesWithoutSpinni
     EXPECT_TRUE(GoodClientIsServed());  // descriptors are free again
 }
 
+// Review of the MpaLink split (issue 18 §1): a silent client's half-open connection, with no MPA timeout, must
+// not outlive the adapter. The listener owns its half-open links and each link its stream; the stream refers to
+// the link weakly, so closing the listener and then the adapter closes the socket (the client reads EOF or a
+// reset) and frees everything (LeakSanitizer checks at exit in the ASan run). With the link and its stream
+// holding each other, the socket stayed open and both leaked.
+TEST(HalfOpenTeardownTest, WIRE_CM_23_ASilentClientsSocketIsClosedWhenTheListenerAndAdapterClose) {
+    SOFTNDK_ADAPTER_CONFIG config;
+    SoftNdkInitAdapterConfig(&config);
+    config.Transport = SOFTNDK_TRANSPORT_TCP;
+    config.MpaRequestTimeoutMs = 0;  // no timeout: only the teardown can end it
+    NDK_ADAPTER* adapter = nullptr;
+    ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
+    ConnectEvents events;
+    Completion created;
+    NDK_LISTENER* listener = nullptr;
+    ASSERT_EQ(created.Wait(adapter->Dispatch->NdkCreateListener(adapter, &ConnectEvents::OnConnect, &events,
+                                                                &Completion::OnCreate, &created, &listener)),
+              STATUS_SUCCESS);
+    if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
+    SOCKADDR_IN address = Loopback(0);
+    Completion listened;
+    ASSERT_EQ(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                          sizeof(address), &Completion::OnRequest, &listened)),
+              STATUS_SUCCESS);
+    SOCKADDR_IN local{};
+    ULONG length = sizeof(local);
+    ASSERT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&local), &length),
+              STATUS_SUCCESS);
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(client, 0);
+    ASSERT_TRUE(ConnectRaw(client, ntohs(local.sin_port), {}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted, its Request awaited
+    Completion closed;
+    EXPECT_EQ(closed.Wait(listener->Dispatch->NdkCloseListener(&listener->Header, &Completion::OnClose, &closed)),
+              STATUS_SUCCESS);
+    SoftNdkCloseAdapter(adapter);
+    timeval timeout{5, 0};
+    setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    uint8_t byte;
+    const ssize_t got = ::recv(client, &byte, 1, 0);
+    const int error = errno;
+    EXPECT_TRUE(got == 0 || (got < 0 && error == ECONNRESET))
+        << "the half-open socket outlived the adapter: recv " << got << ", errno " << error;
+    EXPECT_EQ(events.count.load(), 0);
+    ::close(client);
+}
+
 }  // namespace
 }  // namespace softndk::test
