@@ -16,13 +16,23 @@
 
 namespace ndktools {
 
+// Ends the process after a failure, from any thread: the first caller flushes and exits at once (no static
+// destructors while other threads still post: ndkperf -q runs several); any later caller waits for that.
+[[noreturn]] inline void ExitAtOnce(int status) {
+    static std::atomic<bool> exiting{false};
+    if (exiting.exchange(true))
+        for (;;) pause();
+    std::fflush(nullptr);
+    std::_Exit(status);
+}
+
 inline void Check(NTSTATUS status, const char* what) {
     if (!NT_SUCCESS(status)) {
         char described[256];
         const char* detail = SoftNdkGetLastErrorText();
         std::fprintf(stderr, "%s failed: %s%s%s\n", what, ndk_status_describe(status, described, sizeof(described)),
                      detail[0] ? "; " : "", detail);
-        std::exit(1);
+        ExitAtOnce(1);
     }
 }
 

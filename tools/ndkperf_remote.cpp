@@ -71,6 +71,7 @@ public:
 
     int Run() {
         Open();
+        InstallInterruptHandler();  // once: SA_RESETHAND lets a second Ctrl-C end the process
         return RunRest(options_.tests, {});
     }
 
@@ -81,7 +82,6 @@ public:
         std::vector<LatencyRow> latencies;
         const size_t total = tests.size() * options_.sizes.size() + options_.latency_sizes.size();
         size_t step = 0;
-        InstallInterruptHandler();
         for (const std::string& test : tests) {
             for (size_t size : options_.sizes) {
                 if (Interrupted()) break;
@@ -158,7 +158,7 @@ private:
                 std::fprintf(stderr, "\nndkperf: a request failed: %s, cause %s%s\n",
                              ndk_status_describe(result.Status, described, sizeof(described)), cause,
                              g_client_disconnected ? ", the server disconnected" : "");
-                std::exit(1);
+                ndktools::ExitAtOnce(1);  // one of -q's threads, maybe: no exit() twice
             }
             if (result.RequestContext == kSendContext) continue;  // a control message of ours
             if (!IsReceive(result.RequestContext)) {              // a data request
@@ -356,7 +356,12 @@ private:
 // once from N threads. A row is the sum: every QP's bytes over the time from the first QP's start to the last
 // one's Done. Latency, --connections and --idle run on the first QP alone.
 int RunManyQps(const Options& options) {
-    std::vector<std::unique_ptr<Client>> clients;
+    // The first client owns the adapter the others use: they go first, on every path out of here.
+    struct Clients : std::vector<std::unique_ptr<Client>> {
+        ~Clients() {
+            while (!empty()) pop_back();
+        }
+    } clients;
     clients.push_back(std::make_unique<Client>(options));
     for (unsigned i = 1; i < options.qps; ++i)
         clients.push_back(std::make_unique<Client>(options, clients[0]->adapter()));
