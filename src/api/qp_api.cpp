@@ -82,16 +82,15 @@ VOID Flush(NDK_QP* handle) {
     if (qp != nullptr) qp->qp.Flush();
 }
 
-NTSTATUS Send(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags) {
-    QpObject* qp = FromHandle<QpObject>(handle);
+NTSTATUS PostSend(QpObject* qp, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags) {
     if (qp == nullptr) return InvalidParameter("NdkSend: not a QP");
     PostScope post(qp, "NdkSend");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Send(context, sgl, count, flags, false, 0);
 }
 
-NTSTATUS SendAndInvalidate(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, UINT32 token) {
-    QpObject* qp = FromHandle<QpObject>(handle);
+NTSTATUS PostSendAndInvalidate(QpObject* qp, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags,
+                               UINT32 token) {
     if (qp == nullptr) return InvalidParameter("NdkSendAndInvalidate: not a QP");
     PostScope post(qp, "NdkSendAndInvalidate");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
@@ -110,27 +109,24 @@ NTSTATUS Receive(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count)
     return qp->qp.Receive(context, sgl, count);
 }
 
-NTSTATUS Read(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
-              ULONG flags) {
-    QpObject* qp = FromHandle<QpObject>(handle);
+NTSTATUS PostRead(QpObject* qp, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
+                  ULONG flags) {
     if (qp == nullptr) return InvalidParameter("NdkRead: not a QP");
     PostScope post(qp, "NdkRead");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Read(context, sgl, count, address, token, flags);
 }
 
-NTSTATUS Write(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
-               ULONG flags) {
-    QpObject* qp = FromHandle<QpObject>(handle);
+NTSTATUS PostWrite(QpObject* qp, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
+                   ULONG flags) {
     if (qp == nullptr) return InvalidParameter("NdkWrite: not a QP");
     PostScope post(qp, "NdkWrite");  // QP-05
     if (!post.ok()) return STATUS_INVALID_DEVICE_STATE;
     return qp->qp.Write(context, sgl, count, address, token, flags);
 }
 
-NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handle, PVOID address, SIZE_T length,
-              ULONG flags) {
-    QpObject* qp = FromHandle<QpObject>(handle);
+NTSTATUS PostBind(QpObject* qp, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handle, PVOID address, SIZE_T length,
+                  ULONG flags) {
     MrObject* mr = FromHandle<MrObject>(mr_handle);
     MwObject* mw = FromHandle<MwObject>(mw_handle);
     if (qp == nullptr || mr == nullptr || mw == nullptr)
@@ -150,9 +146,8 @@ NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handl
     });
 }
 
-NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG page_count,
-                      const NDK_LOGICAL_ADDRESS* pages, ULONG fbo, SIZE_T length, PVOID base_address, ULONG flags) {
-    QpObject* qp = FromHandle<QpObject>(handle);
+NTSTATUS PostFastRegister(QpObject* qp, PVOID context, NDK_MR* mr_handle, ULONG page_count,
+                          const NDK_LOGICAL_ADDRESS* pages, ULONG fbo, SIZE_T length, PVOID base_address, ULONG flags) {
     MrObject* mr = FromHandle<MrObject>(mr_handle);
     if (qp == nullptr || mr == nullptr) return InvalidParameter("NdkFastRegister: NULL or foreign QP or MR");
     PostScope post(qp, "NdkFastRegister");  // QP-05
@@ -168,9 +163,8 @@ NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG pa
     });
 }
 
-NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, ULONG flags) {
+NTSTATUS PostInvalidate(QpObject* qp, PVOID context, NDK_OBJECT_HEADER* object, ULONG flags) {
     constexpr ULONG kAccepted = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_READ_FENCE | NDK_OP_FLAG_DEFER;  // FR-22
-    QpObject* qp = FromHandle<QpObject>(handle);
     if (qp == nullptr || object == nullptr || (flags & ~kAccepted) != 0)
         return InvalidParameter("NdkInvalidate: NULL QP or object, or flags outside SILENT_SUCCESS|READ_FENCE|DEFER");
     PostScope post(qp, "NdkInvalidate");  // QP-05
@@ -185,6 +179,54 @@ NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, UL
         return mr != nullptr ? mr->region.Invalidate(deferred.will_pend())
                              : mw->window.Invalidate(deferred.will_pend());
     });
+}
+
+// CB-18: "when returning a failure status from a call to an initiator request, the provider must guarantee that
+// all requests that were previously submitted with the NDK_OP_FLAG_DEFER flag are indicated to the hardware": a
+// post that fails inline, for whatever reason, rings the QP's doorbell before it returns.
+NTSTATUS RingOnFailure(QpObject* qp, NTSTATUS status) {
+    if (!NT_SUCCESS(status) && qp != nullptr) qp->qp.RingDoorbell();
+    return status;
+}
+
+NTSTATUS Send(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp, PostSend(qp, context, sgl, count, flags));
+}
+
+NTSTATUS SendAndInvalidate(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, ULONG flags, UINT32 token) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp, PostSendAndInvalidate(qp, context, sgl, count, flags, token));
+}
+
+NTSTATUS Read(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
+              ULONG flags) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp, PostRead(qp, context, sgl, count, address, token, flags));
+}
+
+NTSTATUS Write(NDK_QP* handle, PVOID context, const NDK_SGE* sgl, ULONG count, UINT64 address, UINT32 token,
+               ULONG flags) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp, PostWrite(qp, context, sgl, count, address, token, flags));
+}
+
+NTSTATUS Bind(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, NDK_MW* mw_handle, PVOID address, SIZE_T length,
+              ULONG flags) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp, PostBind(qp, context, mr_handle, mw_handle, address, length, flags));
+}
+
+NTSTATUS FastRegister(NDK_QP* handle, PVOID context, NDK_MR* mr_handle, ULONG page_count,
+                      const NDK_LOGICAL_ADDRESS* pages, ULONG fbo, SIZE_T length, PVOID base_address, ULONG flags) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp,
+                         PostFastRegister(qp, context, mr_handle, page_count, pages, fbo, length, base_address, flags));
+}
+
+NTSTATUS Invalidate(NDK_QP* handle, PVOID context, NDK_OBJECT_HEADER* object, ULONG flags) {
+    QpObject* qp = FromHandle<QpObject>(handle);
+    return RingOnFailure(qp, PostInvalidate(qp, context, object, flags));
 }
 
 // ---- SRQ ----

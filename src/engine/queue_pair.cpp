@@ -247,6 +247,12 @@ NTSTATUS QueuePair::RunInitiator(const InitiatorRequest& request) {
     return STATUS_SUCCESS;
 }
 
+void QueuePair::RingDoorbell() {
+    PostGuard guard(*this);  // the transport stays until the last post leaves the gate
+    if (guard.state() != State::kConnected && guard.state() != State::kError) return;  // not associated, or closed
+    if (transport_ != nullptr && !transport_inline_) transport_->Doorbell();
+}
+
 void QueuePair::HandOver(const InitiatorRequest& request) {
     auto handed = std::make_unique<TransportRequest>();
     handed->owner = this;
@@ -298,6 +304,7 @@ void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, Inbou
     handed_over_.fetch_sub(1, std::memory_order_acq_rel);
     FinishDeferred(request->ticket, result.status, result.provider_error);
     if (request->kind == TransportRequest::Kind::kRead) {  // never inside Submit (transport.h): no lock is held
+        bool started = false;
         {
             std::lock_guard lock(start_mutex_);
             --reads_outstanding_;
@@ -305,8 +312,12 @@ void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, Inbou
                 std::unique_ptr<TransportRequest> next = std::move(held_.front());
                 held_.pop_front();
                 StartLocked(std::move(next));
+                started = true;
             }
         }
+        // The requests started here may be deferred ones whose doorbell (a later post, or a failed one) rang
+        // while they were held: nothing would ring for them again (CB-18).
+        if (started) transport_->Doorbell();
         FlushIfPending();
     }
     request.reset();

@@ -55,6 +55,8 @@ public:
     // `defer()` ticket), and completions behind it wait for it. Its end, from any thread; the owner keeps the QP
     // alive until this returns.
     void FinishDeferred(uint64_t ticket, NTSTATUS status, uint32_t provider_error = 0);
+    // CB-18: an initiator post failed inline; what earlier posts deferred is sent now (Transport::Doorbell).
+    void RingDoorbell();
     // ---- receive queue ----
     NTSTATUS Receive(PVOID context, const NDK_SGE* sgl, ULONG count);
     // QP-21: cancels the queued receives and the handed-over requests not yet started.

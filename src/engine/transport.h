@@ -77,6 +77,9 @@ public:
     }
     // For transports that do not complete inline.
     virtual void Submit(std::unique_ptr<TransportRequest> request) = 0;
+    // CB-15/CB-18: the doorbell. Requests submitted `deferred` may wait for it; it sends what they left queued
+    // (a later post without the flag rings it inside Submit; the QP rings it when a post fails inline).
+    virtual void Doorbell() {}
     // RDMAP Terminate from this side (local error): the connection is dead for both sides.
     virtual void Terminate(uint32_t provider_error) = 0;
 };

@@ -154,6 +154,7 @@ public:
     // ---- engine::Transport ----
     bool completes_inline() const override { return false; }
     void Submit(std::unique_ptr<engine::TransportRequest> request) override;
+    void Doorbell() override;  // CB-18: sends what deferred posts queued, on the caller's thread
     // A local error found by the engine: send a Terminate, then close (RFC 5040 §5.4).
     void Terminate(uint32_t provider_error) override;
 
@@ -202,7 +203,9 @@ private:
 
     // ---- send (tcp_send.cpp) ----
     void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump = true);
-    void SchedulePump();  // CB-15
+    // CB-19 backstop: a consumer that never rings the doorbell after deferred posts still has them sent, after
+    // kDeferBackstop (at most one timer per connection is armed; without a timer service, a lane job at once).
+    void ArmDeferBackstop();
     void PumpLocked(std::vector<Finished>* finished);
     size_t GatherLocked(iovec* iov, size_t room) const;
     void AdvanceLocked(size_t sent, std::vector<Finished>* finished);
@@ -267,7 +270,7 @@ private:
     bool want_write_ = false;   // EPOLLOUT armed
     bool fin_pending_ = false;  // Disconnect(): shutdown(SHUT_WR) once out_ is empty
     bool fin_sent_ = false;
-    bool pump_scheduled_ = false;    // CB-15: a deferred post asked the lane to send what is queued
+    bool backstop_armed_ = false;    // CB-19: ArmDeferBackstop's timer or lane job is on its way
     bool close_after_send_ = false;  // a Terminate is queued: nothing goes after it
     bool dropping_ = false;          // DropLocked(): nothing more is sent
     bool reset_on_close_ = false;    // SO_LINGER 0 is set: the close sends a reset
