@@ -87,6 +87,25 @@ for size in sizes:
 print()
 
 
+# Issue 21: Write, Read and Send each ≥ 1.0× libfabric's RMA write at every size.
+below = []
+lowest = {}
+for test in ("write", "read", "send"):
+    for size in sizes:
+        fab = median(rma.get(size, []))
+        if not fab or not bandwidth.get((test, size)):
+            continue
+        ratio = cell(test, size) / fab
+        if test not in lowest or ratio < lowest[test][0]:
+            lowest[test] = (ratio, size)
+        if ratio < 1.0:
+            below.append(f"{test} {size_name(size)} {ratio:.2f}×")
+if lowest:
+    print("- Write, Read and Send against libfabric's tcp RMA write, every size (issue 21: ≥ 1.0×): lowest "
+          + ", ".join(f"{test} {ratio:.2f}× at {size_name(size)}" for test, (ratio, size) in lowest.items())
+          + ("; below 1.0×: " + ", ".join(below) if below else "; none below 1.0×"))
+
+
 def spread(values, unit, scale=1.0):
     return ", ".join(f"{v * scale:.1f}" for v in values) + f" {unit}"
 

@@ -6,11 +6,12 @@
 # wake-ups and waits, scheduler yields, memory copies, CRC, mutexes, malloc/free and softndk's own code.
 # Needs root (perf -a) and the release build.
 #   Usage: scripts/profile-wire.sh SCENARIO [SECONDS]
-#   SCENARIO: write64 (64 B writes, window 16 in DEFER bursts), write1m (1 MiB writes), pingpong64 (64 B Send
+#   SCENARIO: write64 (64 B writes, window 16 in DEFER bursts), write1m (1 MiB writes), write256k and read256k,
+#   pingpong64 (64 B Send
 #   ping-pong), mtu1500 (1 MiB writes between two namespaces over a veth pair at MTU 1500)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scenario="${1:?usage: scripts/profile-wire.sh write64|write1m|pingpong64|mtu1500 [SECONDS]}"
+scenario="${1:?usage: scripts/profile-wire.sh write64|write1m|write256k|read256k|pingpong64|mtu1500 [SECONDS]}"
 seconds="${2:-4}"
 command -v perf >/dev/null || { echo "profile-wire: perf is not installed (apt-get install linux-perf)"; exit 77; }
 [ "$(id -u)" -eq 0 ] || { echo "profile-wire: perf -a needs root"; exit 77; }
@@ -30,6 +31,8 @@ address=127.0.0.1 run_a=() run_b=()
 case "$scenario" in
   write64) client_args=(--test write --sizes 64 --window 16) ;;
   write1m) client_args=(--test write --sizes 1m --window 16) ;;
+  read256k) client_args=(--test read --sizes 256k --window 16) ;;
+  write256k) client_args=(--test write --sizes 256k --window 16) ;;
   pingpong64) client_args=(--test send --sizes 64 --latency-sizes 64) ;;
   mtu1500)
     client_args=(--test write --sizes 1m --window 16)
@@ -66,7 +69,7 @@ fi
 perf record -a -g -o "$work/perf.data" -- sleep "$record" >/dev/null 2>&1
 wait "$client" || { cat "$work/client.log"; exit 1; }
 echo "== scenario $scenario: what the client printed"
-grep -E "^(write|send)|one-way" "$work/client.log" || true
+grep -E "^(write|read|send) |one-way" "$work/client.log" || true
 perf report -i "$work/perf.data" --children --sort comm,sym -g none --stdio 2>/dev/null >"$work/children.txt"
 perf report -i "$work/perf.data" --no-children --sort comm,sym -g none --stdio 2>/dev/null >"$work/self.txt"
 python3 - "$work/children.txt" "$work/self.txt" <<'EOF'
