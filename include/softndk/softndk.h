@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SOFTNDK_ADAPTER_CONFIG_VERSION 10
+#define SOFTNDK_ADAPTER_CONFIG_VERSION 11
 
 typedef enum _SOFTNDK_COMPLETION_MODE {
     SOFTNDK_COMPLETION_INLINE = 0, /* complete in the call, return STATUS_SUCCESS (default) */
@@ -121,6 +121,10 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
      * (InterfaceName / InterfaceIndex, SOFTNDK_INTERFACE) restricts it to that interface's addresses either way
      * (env SOFTNDK_HOST_ADDRESSES=0|1). */
     ULONG HostAddresses;
+    /* Version 11 (issue 21, CB-19): requests posted with NDK_OP_FLAG_DEFER go with the next post without the flag
+     * or when a post fails inline (CB-18). A chain the consumer leaves deferred is sent this long after its first
+     * request anyway (env SOFTNDK_DEFER_BACKSTOP_MS; default 10; 0 = never, as a hardware doorbell; ≤ 60000). */
+    ULONG DeferBackstopMs;
 } SOFTNDK_ADAPTER_CONFIG;
 
 /* Fills defaults: inline completions, no faults, honest limits, 127.0.0.1 and ::1, a 30 s accept timeout. */

@@ -195,6 +195,7 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
     adapter->accept_retry_ms = Config->AcceptRetryMs;
     adapter->disconnect_timeout_ms = Config->DisconnectTimeoutMs;
     adapter->peer_stall_timeout_ms = Config->PeerStallTimeoutMs;
+    adapter->defer_backstop_ms = Config->DeferBackstopMs;
     adapter->wire_faults.drop_after_bytes = Config->WireFaults.DropAfterBytes;
     adapter->wire_faults.drop_after_fpdus = Config->WireFaults.DropAfterFpdus;
     adapter->wire_faults.corrupt_byte = Config->WireFaults.CorruptByte;

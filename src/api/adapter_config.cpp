@@ -104,6 +104,8 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.PeerStallTimeoutMs == 0 || config.PeerStallTimeoutMs > 3600000)
         return InvalidParameter("PeerStallTimeoutMs must be 1 … 3600000 (SOFTNDK_PEER_STALL_TIMEOUT_MS)");
     if (config.HostAddresses > 1) return InvalidParameter("HostAddresses must be 0 or 1 (SOFTNDK_HOST_ADDRESSES)");
+    if (config.DeferBackstopMs > 60000)
+        return InvalidParameter("DeferBackstopMs must be 0 … 60000 (SOFTNDK_DEFER_BACKSTOP_MS)");
     if (config.RotateFastRegisterKeys > 1)
         return InvalidParameter("RotateFastRegisterKeys must be 0 or 1 (SOFTNDK_ROTATE_FR_KEYS)");
     if (std::memchr(config.InterfaceName, 0, sizeof(config.InterfaceName)) == nullptr)
@@ -241,6 +243,7 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     Config->DisconnectTimeoutMs = 60000;  // Chelsio iw_cxgb4's ep_timeout_secs, Linux's tcp_fin_timeout
     Config->PeerStallTimeoutMs = 60000;
     Config->HostAddresses = 1;
+    Config->DeferBackstopMs = 10;
     if (const char* transport = std::getenv("SOFTNDK_TRANSPORT")) {
         const std::string name = transport;
         Config->Transport = 0xFFFFFFFFu;  // refused by SoftNdkOpenAdapter, which says why
@@ -271,6 +274,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         Config->PeerStallTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_ROTATE_FR_KEYS"))
         Config->RotateFastRegisterKeys = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    if (const char* value = std::getenv("SOFTNDK_DEFER_BACKSTOP_MS"))
+        Config->DeferBackstopMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_HOST_ADDRESSES"))
         Config->HostAddresses = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))

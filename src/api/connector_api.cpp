@@ -390,6 +390,7 @@ transport::TcpOptions WireOptions(const AdapterObject& adapter) {
     options.max_half_open = adapter.max_half_open;
     options.accept_retry = std::chrono::milliseconds(adapter.accept_retry_ms);
     options.peer_stall_timeout = std::chrono::milliseconds(adapter.peer_stall_timeout_ms);
+    options.defer_backstop = std::chrono::milliseconds(adapter.defer_backstop_ms);
     options.faults = adapter.wire_faults;
     options.trace = adapter.trace;
     engine::CompletionExecutor* executor = adapter.executor.get();

@@ -50,6 +50,7 @@ struct AdapterObject {
     uint32_t accept_retry_ms = 100;               // pause after accept fails for want of resources
     uint32_t disconnect_timeout_ms = 60000;       // CM-25: NdkDisconnect's wait for the peer's FIN
     uint32_t peer_stall_timeout_ms = 60000;       // a peer that stops moving open work is reset
+    uint32_t defer_backstop_ms = 10;              // CB-19: a chain left deferred goes this long after (0: never)
     transport::WireFaults wire_faults;            // issue 7 §5
     std::shared_ptr<transport::WireTrace> trace;  // issue 7 §6: null unless tracing
     engine::FaultInjector faults;

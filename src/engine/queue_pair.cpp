@@ -280,11 +280,19 @@ void QueuePair::HandOver(const InitiatorRequest& request) {
         handed_over_.fetch_sub(1, std::memory_order_acq_rel);
         return;
     }
-    std::lock_guard lock(start_mutex_);
-    if (held_.empty() && MayStartLocked(*handed))
-        StartLocked(std::move(handed));
-    else
-        held_.push_back(std::move(handed));
+    bool held_ringing = false;
+    {
+        std::lock_guard lock(start_mutex_);
+        if (held_.empty() && MayStartLocked(*handed)) {
+            StartLocked(std::move(handed));
+        } else {
+            held_ringing = !handed->deferred;
+            held_.push_back(std::move(handed));
+        }
+    }
+    // CB-15: a post without DEFER rings the doorbell even when it must wait (READ_FENCE, the read limit): the
+    // deferred requests started before it go now; it rings again itself when the lane starts it.
+    if (held_ringing) transport_->Doorbell();
 }
 
 // QP-11: a fenced request starts once no read is outstanding; QP-19: at most ORD reads are outstanding.

@@ -55,6 +55,8 @@ struct TcpOptions {
     // (a tagged target, a receive buffer, Read Response sources). With no byte either way for this long while
     // such work is open, the stream is reset and every reference released (0: never).
     std::chrono::milliseconds peer_stall_timeout{0};
+    // CB-19: a chain of deferred requests that no doorbell follows is sent this long after (0: never).
+    std::chrono::milliseconds defer_backstop{10};
 };
 
 // The socket before RDMA mode belongs to its prelude, the MPA exchange (MpaLink, issue 18 §1): the prelude gets
@@ -202,9 +204,11 @@ private:
     void EndReceiveTooLong();  // the open receive completes with STATUS_BUFFER_OVERFLOW (RFC 5041 §7.3)
 
     // ---- send (tcp_send.cpp) ----
-    void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump = true);
+    // `arm_backstop` (a deferred post): set when this post must arm the CB-19 backstop (ArmDeferBackstop).
+    void Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump = true,
+                 bool* arm_backstop = nullptr);
     // CB-19 backstop: a consumer that never rings the doorbell after deferred posts still has them sent, after
-    // kDeferBackstop (at most one timer per connection is armed; without a timer service, a lane job at once).
+    // options_.defer_backstop (one timer per connection at a time; without a timer service, a lane job at once).
     void ArmDeferBackstop();
     void PumpLocked(std::vector<Finished>* finished);
     size_t GatherLocked(iovec* iov, size_t room) const;

@@ -99,9 +99,10 @@ void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
         message->request = std::move(request);
     }
     std::vector<Finished> finished;
-    Enqueue(std::move(message), &finished, !deferred);
+    bool arm_backstop = false;
+    Enqueue(std::move(message), &finished, !deferred, deferred ? &arm_backstop : nullptr);
     RunFinished(&finished);  // a Send or Write may end here (transport.h)
-    if (deferred) ArmDeferBackstop();
+    if (arm_backstop) ArmDeferBackstop();
 }
 
 // CB-15/CB-18: NDK_OP_FLAG_DEFER leaves a request queued, so that the posts of a burst go out in one sendmsg. The
@@ -118,16 +119,10 @@ void TcpConnection::Doorbell() {
 }
 
 // CB-19 makes ending every chain with a request without DEFER the consumer's duty; one that does not still has
-// its requests sent, kDeferBackstop later. Until issue 21 the lane sent every burst at once: the job ran in the
+// its requests sent, DeferBackstopMs later. Until issue 21 the lane sent every burst at once: the job ran in the
 // middle of the consumer's next burst, took the send lock from it and kept the lane spinning (64 B writes at
 // 0.55 M/s; 1.3 M/s without it on 2 vCPUs).
 void TcpConnection::ArmDeferBackstop() {
-    constexpr std::chrono::milliseconds kDeferBackstop{10};
-    {
-        std::lock_guard lock(send_mutex_);
-        if (backstop_armed_ || closed_.load() || out_.empty()) return;
-        backstop_armed_ = true;
-    }
     std::weak_ptr<TcpConnection> weak = weak_from_this();
     auto pump = [weak] {
         std::shared_ptr<TcpConnection> self = weak.lock();
@@ -141,12 +136,13 @@ void TcpConnection::ArmDeferBackstop() {
         self->RunFinished(&finished);
     };
     if (options_.after)
-        options_.after(kDeferBackstop, std::move(pump));
+        options_.after(options_.defer_backstop, std::move(pump));
     else
         progress_->Post(lane_, std::move(pump));
 }
 
-void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump) {
+void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump,
+                            bool* arm_backstop) {
     std::lock_guard lock(send_mutex_);
     if (closed_.load() || fin_sent_) {
         if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, end_cause_.load()}});
@@ -166,6 +162,11 @@ void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Fin
             break;
     }
     out_.push_back(std::move(message));
+    // One backstop per connection at a time; DeferBackstopMs 0: only the consumer rings.
+    if (arm_backstop != nullptr && !backstop_armed_ && options_.defer_backstop.count() != 0) {
+        backstop_armed_ = true;
+        *arm_backstop = true;
+    }
     if (pump) PumpLocked(finished);
 }
 

@@ -170,11 +170,11 @@ TEST_P(AsyncTransportTest, QP_07_08_CloseUnderHandedOverTraffic) {
     }
 }
 
-// Over iWARP/TCP, NDK_OP_FLAG_DEFER bursts race the close of the poster's connector (CB-15, QP-08): the first
-// deferred post of a burst schedules a lane pump, and the close may come before the burst's last post, between
-// them, or while the pump runs. Every request the QP accepted completes exactly once, sent or flushed. In the
-// stalled variant the wire stops inside an FPDU after 40,003 bytes (a wire fault), so the close always finds
-// deferred bursts queued and flushes them.
+// Over iWARP/TCP, NDK_OP_FLAG_DEFER bursts race the close of the poster's connector (CB-15, QP-08): a burst's
+// last post rings the doorbell on the posting thread, a deferred post may arm the 10 ms backstop (CB-19), and the
+// close may come before the burst's last post, between them, or while the backstop runs. Every request the QP accepted
+// completes exactly once, sent or flushed. In the stalled variant the wire stops inside an FPDU after 40,003 bytes (a
+// wire fault), so the close always finds deferred bursts queued and flushes them.
 template <bool kStalled>
 class TcpDeferRace : public AsyncTransportTest {
 protected:

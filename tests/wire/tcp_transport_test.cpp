@@ -120,15 +120,6 @@ protected:
         EXPECT_EQ(received.BytesTransferred, length);
     }
 
-    // A one-byte Read from B behind what A posted before: once it completes, B has placed those Writes.
-    NTSTATUS ReadBehind() {
-        NDK_SGE sink = Sge(mr_a_, buffer_a_->data() + buffer_a_->bytes() - 1, 1);
-        const NTSTATUS posted =
-            qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_, buffer_b_->bytes() - 1),
-                                     mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0);
-        return posted != STATUS_SUCCESS ? posted : Poll(cq_a_).Status;
-    }
-
     // The stream is over: both consumers hear of it once and A's next request is flushed.
     void ExpectTerminated() {
         EXPECT_TRUE(WaitFor([&] { return disconnects_a_.count == 1 && disconnects_b_.count == 1; }));
@@ -142,9 +133,30 @@ protected:
 };
 SOFTNDK_ALL_MODES(TcpTransportTest);
 
-// CB-15 (the deferred processing scheme): a Write posted with NDK_OP_FLAG_DEFER may wait on the wire, but not for
-// ever: it goes with the next post without the flag, and when a later post fails inline.
-TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWithTheNextPost) {
+// CB-15 (the deferred processing scheme): a request posted with NDK_OP_FLAG_DEFER may wait on the wire until the
+// doorbell, which only the consumer's posts ring. The backstop for a chain left deferred (DeferBackstopMs) and the
+// RTR kicks (which pump the queue too) are off here, so a doorbell that does not ring leaves the request unsent and
+// the test fails.
+class TcpDoorbellTest : public TcpTransportTest {
+protected:
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        TcpTransportTest::Customize(config);
+        config.DeferBackstopMs = DeferBackstopMs();
+        config.RtrKicks = 0;
+    }
+    virtual ULONG DeferBackstopMs() { return 0; }
+    // A one-byte Read from B behind what A posted before: once it completes, B has placed those Writes.
+    NTSTATUS ReadBehind() {
+        NDK_SGE sink = Sge(mr_a_, buffer_a_->data() + buffer_a_->bytes() - 1, 1);
+        const NTSTATUS posted =
+            qp_a_->Dispatch->NdkRead(qp_a_, nullptr, &sink, 1, RemoteAddress(*buffer_b_, buffer_b_->bytes() - 1),
+                                     mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), 0);
+        return posted != STATUS_SUCCESS ? posted : Poll(cq_a_).Status;
+    }
+};
+SOFTNDK_ALL_MODES(TcpDoorbellTest);
+
+TEST_P(TcpDoorbellTest, CB_15_DeferredWriteGoesWithTheNextPost) {
     std::memset(buffer_a_->data(), 0x71, 64);
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
@@ -155,12 +167,14 @@ TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWithTheNextPost) {
         qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(2), &sge, 1, RemoteAddress(*buffer_b_, 64), token, 0),
         STATUS_SUCCESS);
     EXPECT_EQ(Poll(cq_a_).RequestContext, reinterpret_cast<PVOID>(1)) << "in posting order";
-    EXPECT_EQ(VerdictOfWrite(), STATUS_SUCCESS);  // the second Write's completion, then a Read behind it
+    EXPECT_EQ(Poll(cq_a_).RequestContext, reinterpret_cast<PVOID>(2));
+    EXPECT_EQ(ReadBehind(), STATUS_SUCCESS);
     EXPECT_EQ(buffer_b_->data()[0], 0x71);
     EXPECT_EQ(buffer_b_->data()[64], 0x71);
 }
 
-TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWhenALaterPostFailsInline) {
+// CB-18: a post that fails inline indicates the deferred requests before it returns.
+TEST_P(TcpDoorbellTest, CB_15_DeferredWriteGoesWhenALaterPostFailsInline) {
     std::memset(buffer_a_->data(), 0x72, 64);
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
@@ -172,8 +186,7 @@ TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWhenALaterPostFailsInline) {
                                         static_cast<ULONG>(too_many.size()), RemoteAddress(*buffer_b_), token, 0),
               STATUS_INVALID_PARAMETER)
         << "QP-17: an inline failure";
-    // CB-18: indicated before the failing post returned: the Write was handed to the kernel there, so its completion
-    // is queued already (the backstop for a consumer that never rings comes 10 ms later).
+    // Handed to the kernel inside the failing post (nothing else sends here), so its completion is queued already.
     NDK_RESULT_EX done{};
     ASSERT_EQ(cq_a_->Dispatch->NdkGetCqResultsEx(cq_a_, &done, 1), 1u) << "the deferred Write completed inline";
     EXPECT_EQ(done.RequestContext, reinterpret_cast<PVOID>(1));
@@ -183,8 +196,33 @@ TEST_P(TcpTransportTest, CB_15_DeferredWriteGoesWhenALaterPostFailsInline) {
     EXPECT_EQ(Pending(cq_a_), 0u) << "the failed post queues no completion";
 }
 
-// CB-19 is the consumer's duty; one that ends a chain with a deferred request still has it sent (the backstop).
-TEST_P(TcpTransportTest, CB_19_ADeferredWriteThatNoPostFollowsStillGoes) {
+// CB-15: a post without DEFER that must wait (READ_FENCE behind the deferred Read) still rings for the Read.
+TEST_P(TcpDoorbellTest, CB_15_AFencedPostThatWaitsStillRingsForTheDeferredOnesBeforeIt) {
+    std::memset(buffer_b_->data(), 0x74, 64);
+    NDK_SGE sink = Sge(mr_a_, buffer_a_->data(), 64);
+    NDK_SGE source = Sge(mr_a_, buffer_a_->data() + 4096, 64);
+    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, reinterpret_cast<PVOID>(1), &sink, 1, RemoteAddress(*buffer_b_), token,
+                                       NDK_OP_FLAG_DEFER),
+              STATUS_SUCCESS);
+    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(2), &source, 1, RemoteAddress(*buffer_b_, 128),
+                                        token, NDK_OP_FLAG_READ_FENCE),
+              STATUS_SUCCESS);
+    const NDK_RESULT_EX read = Poll(cq_a_);
+    EXPECT_EQ(read.RequestContext, reinterpret_cast<PVOID>(1));
+    EXPECT_EQ(read.Status, STATUS_SUCCESS) << "the deferred Read went when the fenced Write was posted";
+    EXPECT_EQ(Poll(cq_a_).RequestContext, reinterpret_cast<PVOID>(2));
+    EXPECT_EQ(buffer_a_->data()[63], 0x74);
+}
+
+// CB-19 is the consumer's duty; one that ends a chain with a deferred request still has it sent (DeferBackstopMs).
+class TcpDeferBackstopTest : public TcpDoorbellTest {
+protected:
+    ULONG DeferBackstopMs() override { return 10; }
+};
+SOFTNDK_ALL_MODES(TcpDeferBackstopTest);
+
+TEST_P(TcpDeferBackstopTest, CB_19_ADeferredWriteThatNoPostFollowsStillGoes) {
     std::memset(buffer_a_->data(), 0x73, 64);
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
