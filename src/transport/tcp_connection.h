@@ -262,7 +262,8 @@ private:
     engine::QueuePair* qp_ = nullptr;
     uint32_t inbound_read_capacity_ = 0;  // IRD rounded up to a power of two (siw-facts §3.7)
     uint32_t ord_ = 0;
-    size_t max_payload_ = 0;  // MULPDU for the path MSS (RFC 5044 §5.1), ULPDU bytes per FPDU
+    size_t max_payload_ = 0;      // MULPDU for the path MSS (RFC 5044 §5.1), ULPDU bytes per FPDU
+    uint64_t long_messages_ = 0;  // messages longer than one FPDU (send_mutex_): when to measure the MSS again
 
     // ---- send state, under send_mutex_ ----
     std::mutex send_mutex_;

@@ -231,8 +231,11 @@ bool TcpConnection::PrepareNextLocked() {
     wire::SegmentHeader header;
     const size_t header_size = wire::SegmentHeaderSize(message.opcode);
     // RFC 5044 §5.1: MULPDU follows the EMSS. Linux reports half the peer's window as the MSS until the window
-    // has grown (32741 on loopback right after the handshake, 65483 later): look again before a long message.
-    if (message.prepared == 0 && message.total + header_size > max_payload_) max_payload_ = PathMaxUlpdu();
+    // has grown (32741 on loopback right after the handshake, 65483 later): look again before each of the first 16
+    // long messages, then before every 256th (a getsockopt per 64 KiB write was a tenth of the sender's core).
+    if (message.prepared == 0 && message.total + header_size > max_payload_ &&
+        (++long_messages_ <= 16 || long_messages_ % 256 == 0))
+        max_payload_ = PathMaxUlpdu();
     const size_t room = max_payload_ > header_size ? max_payload_ - header_size : 1;
     const bool carries_payload = wire::IsTaggedOpcode(message.opcode) || wire::IsSendOpcode(message.opcode);
     const uint64_t remaining = carries_payload ? message.total - message.prepared : 0;
