@@ -128,6 +128,15 @@ for c in $cases; do
     SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" "${shape[@]}" "${run[@]}" "${limit[@]}" \
         127.0.0.1 >"$log" 2>&1
     ours=$?
+    # The CI run at 9f961ae (stop 29): the guest (TCG) ran nothing for about 100 s, so its perftest server never
+    # started (its log stayed empty) and our connect was refused. Only that signature is run once more.
+    if [ "$attempt" = 1 ] && grep -q "NdkConnect failed: STATUS_CONNECTION_REFUSED" "$log" &&
+       ! vm exec --name "$name" --timeout 60 -- sh -c 'test -s /tmp/perftest-server.log' >/dev/null 2>&1; then
+      retried=" [run once more: the guest's perftest server had not started (its log empty, our connect refused)]"
+      mv "$log" "${log%.log}-first-attempt.log"
+      next_spare
+      continue
+    fi
     if [ "$attempt" = 1 ] && could_not_report "$(guest_log_when_done /tmp/perftest-server.log "perftest-exit=")"; then
       retried=$retry_note
       mv "$log" "${log%.log}-first-attempt.log"
