@@ -312,20 +312,20 @@ void QueuePair::OnSubmittedDone(std::unique_ptr<TransportRequest> request, Inbou
     handed_over_.fetch_sub(1, std::memory_order_acq_rel);
     FinishDeferred(request->ticket, result.status, result.provider_error);
     if (request->kind == TransportRequest::Kind::kRead) {  // never inside Submit (transport.h): no lock is held
-        bool started = false;
+        bool ring = false;
         {
             std::lock_guard lock(start_mutex_);
             --reads_outstanding_;
             while (!held_.empty() && MayStartLocked(*held_.front())) {
                 std::unique_ptr<TransportRequest> next = std::move(held_.front());
                 held_.pop_front();
+                ring = next->deferred;  // the last one started: without DEFER, its Submit sent all before it
                 StartLocked(std::move(next));
-                started = true;
             }
         }
-        // The requests started here may be deferred ones whose doorbell (a later post, or a failed one) rang
-        // while they were held: nothing would ring for them again (CB-18).
-        if (started) transport_->Doorbell();
+        // Deferred requests started here may have had their doorbell (a later post, or a failed one) ring while
+        // they were held: nothing would ring for them again (CB-18).
+        if (ring) transport_->Doorbell();
         FlushIfPending();
     }
     request.reset();

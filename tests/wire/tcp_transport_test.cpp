@@ -145,6 +145,13 @@ protected:
         config.RtrKicks = 0;
     }
     virtual ULONG DeferBackstopMs() { return 0; }
+    // 64 bytes of `fill` from A's buffer to the start of B's, posted with NDK_OP_FLAG_DEFER as request context 1.
+    NTSTATUS PostDeferredWrite(uint8_t fill) {
+        std::memset(buffer_a_->data(), fill, 64);
+        NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
+        return qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(1), &sge, 1, RemoteAddress(*buffer_b_),
+                                         mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_), NDK_OP_FLAG_DEFER);
+    }
     // A one-byte Read from B behind what A posted before: once it completes, B has placed those Writes.
     NTSTATUS ReadBehind() {
         NDK_SGE sink = Sge(mr_a_, buffer_a_->data() + buffer_a_->bytes() - 1, 1);
@@ -157,12 +164,9 @@ protected:
 SOFTNDK_ALL_MODES(TcpDoorbellTest);
 
 TEST_P(TcpDoorbellTest, CB_15_DeferredWriteGoesWithTheNextPost) {
-    std::memset(buffer_a_->data(), 0x71, 64);
+    ASSERT_EQ(PostDeferredWrite(0x71), STATUS_SUCCESS);
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
-    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(1), &sge, 1, RemoteAddress(*buffer_b_), token,
-                                        NDK_OP_FLAG_DEFER),
-              STATUS_SUCCESS);
     ASSERT_EQ(
         qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(2), &sge, 1, RemoteAddress(*buffer_b_, 64), token, 0),
         STATUS_SUCCESS);
@@ -175,12 +179,9 @@ TEST_P(TcpDoorbellTest, CB_15_DeferredWriteGoesWithTheNextPost) {
 
 // CB-18: a post that fails inline indicates the deferred requests before it returns.
 TEST_P(TcpDoorbellTest, CB_15_DeferredWriteGoesWhenALaterPostFailsInline) {
-    std::memset(buffer_a_->data(), 0x72, 64);
+    ASSERT_EQ(PostDeferredWrite(0x72), STATUS_SUCCESS);
     NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
     const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
-    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(1), &sge, 1, RemoteAddress(*buffer_b_), token,
-                                        NDK_OP_FLAG_DEFER),
-              STATUS_SUCCESS);
     std::vector<NDK_SGE> too_many(Info().MaxInitiatorRequestSge + 1, sge);
     EXPECT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(2), too_many.data(),
                                         static_cast<ULONG>(too_many.size()), RemoteAddress(*buffer_b_), token, 0),
@@ -223,12 +224,7 @@ protected:
 SOFTNDK_ALL_MODES(TcpDeferBackstopTest);
 
 TEST_P(TcpDeferBackstopTest, CB_19_ADeferredWriteThatNoPostFollowsStillGoes) {
-    std::memset(buffer_a_->data(), 0x73, 64);
-    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 64);
-    const UINT32 token = mr_b_->Dispatch->NdkGetRemoteTokenFromMr(mr_b_);
-    ASSERT_EQ(qp_a_->Dispatch->NdkWrite(qp_a_, reinterpret_cast<PVOID>(1), &sge, 1, RemoteAddress(*buffer_b_), token,
-                                        NDK_OP_FLAG_DEFER),
-              STATUS_SUCCESS);
+    ASSERT_EQ(PostDeferredWrite(0x73), STATUS_SUCCESS);
     NDK_RESULT_EX done = Poll(cq_a_);
     EXPECT_EQ(done.RequestContext, reinterpret_cast<PVOID>(1));
     EXPECT_EQ(done.Status, STATUS_SUCCESS);
