@@ -490,7 +490,9 @@ private:
             adapter_->Dispatch->NdkCreateConnector(adapter_, &Waiter::OnCreate, &created, &connection.connector),
             &connection.connector, "NdkCreateConnector");
         // The server listens for the data connection only after its #5 answer, so a refusal is retried (perftest's
-        // own client retries 10 times, 100 ms apart).
+        // own client retries 10 times, 100 ms apart). A timeout is not: a peer that took the TCP connection and
+        // never answered the MPA Request has already cost AcceptTimeoutMs (30 s by default), and retrying it 100
+        // times hid a dead peer for 50 minutes (a siw guest whose network had stopped, 2026-12-07).
         NTSTATUS status = STATUS_UNSUCCESSFUL;
         for (int attempt = 0; attempt < kConnectTries; ++attempt) {
             if (attempt > 0) usleep(100000);
@@ -499,10 +501,13 @@ private:
                 connection.connector, connection.qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(SOCKADDR_IN),
                 reinterpret_cast<PSOCKADDR>(const_cast<SOCKADDR_INET*>(&server)), sizeof(SOCKADDR_IN), limit, limit,
                 nullptr, 0, &Waiter::OnRequest, &connected));
-            if (status != STATUS_CONNECTION_REFUSED && status != STATUS_IO_TIMEOUT &&
-                status != STATUS_CONNECTION_RESET && status != STATUS_CONNECTION_ABORTED)
+            if (status != STATUS_CONNECTION_REFUSED && status != STATUS_CONNECTION_RESET &&
+                status != STATUS_CONNECTION_ABORTED)
                 break;
         }
+        if (status == STATUS_IO_TIMEOUT)
+            std::fprintf(stderr, "ndkperf: %s:%u took the TCP connection but never answered the MPA Request\n",
+                         flags_.server.c_str(), static_cast<unsigned>(flags_.port));
         Check(status, "NdkConnect");
         Waiter completed;
         Check(completed.Wait(connection.connector->Dispatch->NdkCompleteConnect(

@@ -69,8 +69,9 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     NDK_ADAPTER_INFO Limits; /* what NdkQueryAdapterInfo advertises and the adapter enforces */
     ULONG LocalAddressCount;
     SOCKADDR_INET LocalAddresses[SOFTNDK_MAX_LOCAL_ADDRESSES];
-    /* Version 2. NdkAccept(Ex) waits this long for the peer's NdkCompleteConnect(Ex), then completes with
-     * STATUS_IO_TIMEOUT (CM-08); 0 = wait for ever. Default 30000. */
+    /* Version 2. NdkConnect waits this long for the peer's answer and NdkAccept(Ex) for the peer's
+     * NdkCompleteConnect(Ex), then each completes with STATUS_IO_TIMEOUT (CM-04, CM-08); 0 = wait for ever.
+     * Default 30000, at most 3600000 (env SOFTNDK_ACCEPT_TIMEOUT_MS). */
     ULONG AcceptTimeoutMs;
     ULONG Transport;            /* a SOFTNDK_TRANSPORT */
     ULONG ProgressThreads;      /* progress threads of the adapter (1 … 16, default 1) */

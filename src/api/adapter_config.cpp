@@ -93,6 +93,8 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.MpaRtr > SOFTNDK_MPA_RTR_READ)
         return InvalidParameter("unknown MpaRtr (SOFTNDK_MPA_RTR is write or read)");
     if (config.RtrKicks > 1) return InvalidParameter("RtrKicks must be 0 or 1 (SOFTNDK_RTR_KICKS)");
+    if (config.AcceptTimeoutMs > 3600000)
+        return InvalidParameter("AcceptTimeoutMs above one hour (SOFTNDK_ACCEPT_TIMEOUT_MS; 0 = no limit)");
     if (config.MpaRequestTimeoutMs > 3600000)
         return InvalidParameter("MpaRequestTimeoutMs above one hour (SOFTNDK_MPA_REQUEST_TIMEOUT_MS; 0 = no limit)");
     if (config.MaxHalfOpen > 65536)
@@ -262,6 +264,8 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     if (const char* kicks = std::getenv("SOFTNDK_RTR_KICKS"))  // refused by SoftNdkOpenAdapter unless 0 or 1
         Config->RtrKicks = static_cast<ULONG>(std::strtoul(kicks, nullptr, 10));
     // Each refused by SoftNdkOpenAdapter when out of range (a value that is not a number reads as 0).
+    if (const char* value = std::getenv("SOFTNDK_ACCEPT_TIMEOUT_MS"))
+        Config->AcceptTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_MPA_REQUEST_TIMEOUT_MS"))
         Config->MpaRequestTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
     if (const char* value = std::getenv("SOFTNDK_MAX_HALF_OPEN"))

@@ -226,6 +226,8 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
          STATUS_INVALID_PARAMETER},
         {"host addresses 2", [](SOFTNDK_ADAPTER_CONFIG& c) { c.HostAddresses = 2; }, STATUS_INVALID_PARAMETER},
         {"defer backstop long", [](SOFTNDK_ADAPTER_CONFIG& c) { c.DeferBackstopMs = 60001; }, STATUS_INVALID_PARAMETER},
+        {"accept timeout long", [](SOFTNDK_ADAPTER_CONFIG& c) { c.AcceptTimeoutMs = 3600001; },
+         STATUS_INVALID_PARAMETER},
         {"interface name unterminated",
          [](SOFTNDK_ADAPTER_CONFIG& c) { std::memset(c.InterfaceName, 'x', sizeof(c.InterfaceName)); },
          STATUS_INVALID_PARAMETER},

@@ -90,6 +90,34 @@ refused ib_read_bw "-s 4096 -n 100" "-s 4096 -n 100 --inject beyond-region" \
   "STATUS_REMOTE_RESOURCES \(0xC000013D\) on a read, cause RDMAP/0x1/0x01"
 refused ib_read_bw "-s 4096 -n 100" "-s 4096 -n 100 --inject bad-stag" "STATUS_INVALID_HANDLE \(0xC0000008\) on a read"
 refused ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" "STATUS_CANCELLED .* cause DDP/0x2/0x05"
+# CM-04: a server that takes the TCP connection and never answers the MPA Request ends the client after
+# AcceptTimeoutMs with STATUS_IO_TIMEOUT and says so, once (a timeout is not retried like a refusal: retrying it hid
+# a siw guest whose network had stopped for the whole 160 s of a CI case).
+port=$((20000 + RANDOM % 20000))
+python3 -c "
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen()
+print('listening', flush=True)
+held = []
+end = time.time() + 30
+s.settimeout(1)
+while time.time() < end:
+    try: held.append(s.accept()[0])
+    except OSError: pass
+" >"$log/silent" 2>&1 &
+silent=$!
+for _ in $(seq 100); do grep -q listening "$log/silent" && break; sleep 0.05; done
+start=$SECONDS
+SOFTNDK_ACCEPT_TIMEOUT_MS=1000 timeout 20 "$ndkperf" ib_write_bw -R -p "$port" -s 64 -n 5 127.0.0.1 >"$log/refused" 2>&1
+status=$?
+kill "$silent" 2>/dev/null; wait "$silent" 2>/dev/null
+if [ "$status" -ne 1 ] || [ $((SECONDS - start)) -gt 10 ] || ! grep -q "never answered the MPA Request" "$log/refused" ||
+   ! grep -q "NdkConnect failed: STATUS_IO_TIMEOUT (0xC00000B5)" "$log/refused"; then
+  echo "FAIL CM-04: a silent server must end the client with STATUS_IO_TIMEOUT after AcceptTimeoutMs (exit $status after $((SECONDS - start)) s)"
+  cat "$log/refused"; failed=1
+else
+  echo "ok   CM-04: a silent server ends the client after AcceptTimeoutMs: $(grep -m1 "NdkConnect failed" "$log/refused")"
+fi
 if "$ndkperf" ib_send_bw -R --inject bad-stag >/dev/null 2>&1; then
   echo "FAIL --inject is refused for ib_send_bw"; failed=1
 fi
