@@ -25,6 +25,7 @@ SIWVM_PATH="${3:-}"
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/errors-*
 index=0
+on_fresh_guest() { index=0; }  # run_case (siw_common.sh): a fresh guest's ports are all unused
 next_ports() { forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1)); index=$((index + 1)); }
 guest() { vm exec --name "$name" -- sh -c "$1" 2>/dev/null; }
 report() {  # verdict (0 = pass), what, detail; on failure the tails of both sides' logs
@@ -176,82 +177,85 @@ killed() {
 
 # The causes softndk sends, and how siw 6.1 logs them: it reads the RFC layout's first byte with its own bitfield
 # order, so layer and type come out swapped (siw-facts §3.9); DDP/tagged (1/1) reads the same either way.
-siw_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
+run_case siw_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
   "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause DDP/0x1/0x00 \(DDP tagged buffer: invalid STag\)" \
   "layer 1, type 1, code 0" memory
-siw_initiates ib_write_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+run_case siw_initiates ib_write_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
   "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause DDP/0x1/0x01 \(DDP tagged buffer: base or bounds violation\)" \
   "layer 1, type 1, code 1" memory
-siw_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
+run_case siw_initiates ib_read_bw "-s 4096 -n 100 --inject beyond-region" "-s 4096 -n 100" \
   "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause RDMAP/0x1/0x01 \(RDMAP remote protection: base or bounds violation\)" \
   "layer 1, type 0, code 1" ""
-siw_initiates ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" \
+run_case siw_initiates ib_send_bw "-s 1024 -n 100" "-s 4096 -n 100" \
   "Completion with error at server: STATUS_BUFFER_OVERFLOW \(0x80000005\) on a receive, cause DDP/0x2/0x05 \(DDP untagged buffer: message too long for available buffer\)" \
   "layer 2, type 1, code 5" ""
-softndk_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
+run_case softndk_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
   "STATUS_CANCELLED \(0xC0000120\) on a (write|receive), cause DDP/0x1/0x00 \(DDP tagged buffer: invalid STag\)"
-softndk_initiates ib_read_bw "-s 4096 -n 5 --inject beyond-region" "-s 4096 -n 5" \
+run_case softndk_initiates ib_read_bw "-s 4096 -n 5 --inject beyond-region" "-s 4096 -n 5" \
   "STATUS_REMOTE_RESOURCES \(0xC000013D\) on a read, cause RDMAP/0x1/0x01 \(RDMAP remote protection: base or bounds violation\)"
 # 5 requests, not 100, in this and the Read case above: siw resets the stream right behind its Terminate, and a
 # burst of 100 kept softndk's lane writing while the reset overtook the Terminate (three attempts out of three for
 # the 8 KiB Sends, 2026-12-06).
-softndk_initiates ib_send_bw "-s 8192 -n 5" "-s 4096 -n 5" \
+run_case softndk_initiates ib_send_bw "-s 8192 -n 5" "-s 4096 -n 5" \
   "STATUS_CANCELLED \(0xC0000120\) on a (send|receive), cause DDP/0x2/0x02 \(DDP untagged buffer: invalid MSN, no buffer available\)"
-killed siw siw-server
-killed siw siw-client
-killed softndk siw-server
-killed softndk siw-client
+run_case killed siw siw-server
+run_case killed siw siw-client
+run_case killed softndk siw-server
+run_case killed softndk siw-client
 
 # Both sides keep running: a clean ib_write_bw each way, and no kernel warning in the guest.
-begin_case "both sides keep running"
-# perftest's report needs the guest CPU's clock rate, which it measures first; under TCG a preempted vCPU can spoil
-# the measurement, and perftest then exits 1 with "Can't produce a report" after a good data phase
-# (siw_perftest.sh). That signature alone runs the direction once more, on the next port pair, and says so.
-could_not_report() { grep -q "Can't produce a report" <<<"$1"; }
-retried=""
-clean=0
-for attempt in 1 2; do  # siw serves, softndk connects
-  next_ports
-  log="$out/errors-after-siw-server.log"
-  vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $forward -s 4096 -n 200 >/tmp/errors-guest.log \
-      2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
-  vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
-  # The guest's server may not listen yet after the kill cases (TCG): a refused connect is tried again, up to 3 times.
-  for connect in 1 2 3; do
-    SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$forward" -s 4096 -n 200 127.0.0.1 \
-        >"$log" 2>&1
-    ours_exit=$?
-    grep -q "NdkConnect failed: .*0xC0000236" "$log" || break
-    echo "note: the guest refused connect attempt $connect (NdkConnect STATUS_CONNECTION_REFUSED); trying again"
-    retried+=" [connected again: the guest's server refused the first connect]"
-    sleep 1
+both_sides_keep_running() {
+  begin_case "both sides keep running"
+  # perftest's report needs the guest CPU's clock rate, which it measures first; under TCG a preempted vCPU can spoil
+  # the measurement, and perftest then exits 1 with "Can't produce a report" after a good data phase
+  # (siw_perftest.sh). That signature alone runs the direction once more, on the next port pair, and says so.
+  could_not_report() { grep -q "Can't produce a report" <<<"$1"; }
+  retried=""
+  clean=0
+  for attempt in 1 2; do  # siw serves, softndk connects
+    next_ports
+    log="$out/errors-after-siw-server.log"
+    vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $forward -s 4096 -n 200 >/tmp/errors-guest.log \
+        2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
+    vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+    # The guest's server may not listen yet after the kill cases (TCG): a refused connect is tried again, up to 3 times.
+    for connect in 1 2 3; do
+      SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$forward" -s 4096 -n 200 127.0.0.1 \
+          >"$log" 2>&1
+      ours_exit=$?
+      grep -q "NdkConnect failed: .*0xC0000236" "$log" || break
+      echo "note: the guest refused connect attempt $connect (NdkConnect STATUS_CONNECTION_REFUSED); trying again"
+      retried+=" [connected again: the guest's server refused the first connect]"
+      sleep 1
+    done
+    theirs=$(guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]')
+    if [ "$attempt" = 1 ] && could_not_report "$theirs"; then
+      retried+=" [run once more: siw's perftest could not measure the guest's CPU clock for its report (TCG)]"
+      continue
+    fi
+    break
   done
-  theirs=$(guest_log_when_done /tmp/errors-guest.log 'exit=[0-9]')
-  if [ "$attempt" = 1 ] && could_not_report "$theirs"; then
-    retried+=" [run once more: siw's perftest could not measure the guest's CPU clock for its report (TCG)]"
-    continue
-  fi
-  break
-done
-[ "$ours_exit" -eq 0 ] && grep -q 'exit=0' <<<"$theirs" || clean=1
-for attempt in 1 2; do  # softndk serves, siw connects
-  [ "$attempt" = 2 ] && next_ports
-  log="$out/errors-after-siw-client.log"
-  SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
-  server=$!
-  wait_for_line "$log" "Waiting for client"
-  theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
-  wait "$server"
-  ours_exit=$?
-  if [ "$attempt" = 1 ] && could_not_report "$(guest 'cat /tmp/errors-guest.log')"; then
-    retried+=" [run once more: siw's perftest could not measure the guest's CPU clock for its report (TCG)]"
-    continue
-  fi
-  break
-done
-[ "$ours_exit" -eq 0 ] && [ "$theirs_exit" = 0 ] || clean=1
-guest dmesg >"$out/siw-dmesg-errors.txt"
-if grep -q -E "WARNING|BUG|Oops|Call Trace" "$out/siw-dmesg-errors.txt"; then clean=1; fi
-summary "$out/errors-after-siw-server.pcap" >/dev/null && summary "$out/errors-after-siw-client.pcap" >/dev/null || clean=1
-report $clean "both sides keep running" "a clean ib_write_bw -R each way afterwards; no kernel warning in dmesg$retried"
+  [ "$ours_exit" -eq 0 ] && grep -q 'exit=0' <<<"$theirs" || clean=1
+  for attempt in 1 2; do  # softndk serves, siw connects
+    [ "$attempt" = 2 ] && next_ports
+    log="$out/errors-after-siw-client.log"
+    SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
+    server=$!
+    wait_for_line "$log" "Waiting for client"
+    theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
+    wait "$server"
+    ours_exit=$?
+    if [ "$attempt" = 1 ] && could_not_report "$(guest 'cat /tmp/errors-guest.log')"; then
+      retried+=" [run once more: siw's perftest could not measure the guest's CPU clock for its report (TCG)]"
+      continue
+    fi
+    break
+  done
+  [ "$ours_exit" -eq 0 ] && [ "$theirs_exit" = 0 ] || clean=1
+  guest dmesg >"$out/siw-dmesg-errors.txt"
+  if grep -q -E "WARNING|BUG|Oops|Call Trace" "$out/siw-dmesg-errors.txt"; then clean=1; fi
+  summary "$out/errors-after-siw-server.pcap" >/dev/null && summary "$out/errors-after-siw-client.pcap" >/dev/null || clean=1
+  report $clean "both sides keep running" "a clean ib_write_bw -R each way afterwards; no kernel warning in dmesg$retried"
+}
+run_case both_sides_keep_running
 exit $failed

@@ -99,9 +99,9 @@ siw_dropped_at_boundary() {
     grep -q "Completion with error at server: STATUS_CANCELLED (0xC0000120) on a receive, cause none" "$log"
 }
 
-index=0
-for c in $cases; do
-  IFS=: read -r tool size count reads option <<<"$c"
+# One case's parameters (tool:size:iterations[:reads[:option]]) and its port pair, the INDEXth of the guest's.
+case_setup() {
+  IFS=: read -r tool size count reads option <<<"$1"
   limit=()
   [ -n "$reads" ] && limit=(-o "$reads")
   [ "$option" = gbits ] && limit+=(--report_gbits)
@@ -112,9 +112,11 @@ for c in $cases; do
   [ "$option" = readrtr ] && export SOFTNDK_MPA_RTR=read
   run=(-n "$count")
   [[ "$count" == D* ]] && run=(-D "${count#D}")
-  forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
-  index=$((index + 1))
-  # ---- siw is the server ----
+  forward=$((base + 2 * $2)) reverse=$((base + 2 * $2 + 1))
+}
+
+siw_serves() {
+  case_setup "$@"
   begin_case "siw $tool -R server <- ndkperf: -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}"
   pcap="$out/perftest-siw-server-$tool-$size${reads:+-o$reads}${count//[0-9]/}${option:+-$option}.pcap"
   initiated=ours
@@ -146,7 +148,10 @@ for c in $cases; do
     break
   done
   verdict "siw $tool -R server <- ndkperf $tool -R client$retried" /tmp/perftest-server.log
-  # ---- siw is the client ----
+}
+
+siw_connects() {
+  case_setup "$@"
   begin_case "siw $tool -R client -> ndkperf: -s $size ${run[*]}${reads:+ -o $reads}${option:+ ($option)}"
   pcap="$out/perftest-siw-client-$tool-$size${reads:+-o$reads}${count//[0-9]/}${option:+-$option}.pcap"
   initiated=siw
@@ -184,6 +189,14 @@ for c in $cases; do
     break
   done
   verdict "siw $tool -R client -> ndkperf $tool -R server$retried" /tmp/perftest-client.log
+}
+
+on_fresh_guest() { spare=17; }  # run_case (siw_common.sh): a fresh guest's ports are all unused
+index=0
+for c in $cases; do
+  run_case siw_serves "$c" "$index"
+  run_case siw_connects "$c" "$index"
+  index=$((index + 1))
 done
 vm exec --name "$name" -- dmesg >"$out/siw-dmesg-perftest.txt" 2>&1
 exit $failed

@@ -63,18 +63,20 @@ verdict() {
   fi
 }
 
-index=0
-for c in $cases; do
-  IFS=: read -r size count crc <<<"$c"
+# One case's parameters (size:iterations[:option]) and its port pair, the INDEXth of the guest's.
+case_setup() {
+  IFS=: read -r size count crc <<<"$1"
   unset SOFTNDK_MPA_CRC SOFTNDK_MPA_RTR
   label="$size B"
   if [ "${crc:-}" = crc ]; then export SOFTNDK_MPA_CRC=1; label="$size B, CRC on"; fi
   if [ "${crc:-}" = readrtr ]; then export SOFTNDK_MPA_RTR=read; label="$size B, Read RTR"; fi
   limits=1
   if [[ "${crc:-}" == limits* ]]; then limits=${crc#limits}; label="$size B, IRD/ORD $limits"; fi
-  forward=$((base + 2 * index)) reverse=$((base + 2 * index + 1))
-  index=$((index + 1))
-  # ---- siw is the server ----
+  forward=$((base + 2 * $2)) reverse=$((base + 2 * $2 + 1))
+}
+
+siw_serves() {
+  case_setup "$@"
   begin_case "siw rping -s <- ndkping --rping -c: $label"
   vm exec --name "$name" -- sh -c 'killall -9 rping 2>/dev/null; true' >/dev/null 2>&1
   vm exec --name "$name" --bg -- sh -c "timeout 120 rping -s -a 0.0.0.0 -p $forward -C $count -S 65535 -V \
@@ -96,7 +98,10 @@ for c in $cases; do
     theirs=rping-exit=0
   fi
   verdict "siw rping -s  <- ndkping --rping -c" "client done, $count iterations verified" /tmp/rping-server.log
-  # ---- siw is the client ----
+}
+
+siw_connects() {
+  case_setup "$@"
   begin_case "siw rping -c -> ndkping --rping -s: $label"
   vm exec --name "$name" -- sh -c 'killall -9 rping 2>/dev/null; true' >/dev/null 2>&1
   pcap="$out/rping-siw-client-$size${crc:+-$crc}.pcap"
@@ -123,6 +128,13 @@ for c in $cases; do
     fi
   fi
   verdict "siw rping -c  -> ndkping --rping -s" "server done, $count iterations verified" /tmp/rping-client.log
+}
+
+index=0
+for c in $cases; do
+  run_case siw_serves "$c" "$index"
+  run_case siw_connects "$c" "$index"
+  index=$((index + 1))
 done
 vm exec --name "$name" -- dmesg >"$out/siw-dmesg.txt" 2>&1
 exit $failed
