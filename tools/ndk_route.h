@@ -66,4 +66,17 @@ static inline int ndk_resolve(const char* text, unsigned port, int family, SOCKA
     return length;
 }
 
+/* "waiting for ADDRESS to answer the connection request ..." into `text`, for a wait that says what it waits for. */
+static inline const char* ndk_connect_wait_text(const char* tool, const SOCKADDR_INET* peer, char* text, size_t size) {
+    char address[INET6_ADDRSTRLEN] = "?";
+    const int v4 = peer->si_family == AF_INET;
+    inet_ntop(peer->si_family, v4 ? (const void*)&peer->Ipv4.sin_addr : (const void*)&peer->Ipv6.sin6_addr, address,
+              sizeof(address));
+    snprintf(text, size,
+             "%s: waiting for %s port %u to answer the connection request (NdkConnect ends with STATUS_IO_TIMEOUT "
+             "after AcceptTimeoutMs, 30 s unless SOFTNDK_ACCEPT_TIMEOUT_MS says otherwise)",
+             tool, address, (unsigned)ntohs(v4 ? peer->Ipv4.sin_port : peer->Ipv6.sin6_port));
+    return text;
+}
+
 #endif

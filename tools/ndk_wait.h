@@ -33,6 +33,12 @@ static inline void ndk_wait_on_close(PVOID context) {
     ndk_wait_on_request(context, STATUS_SUCCESS);
 }
 
+static inline double ndk_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec * 1e9 + (double)now.tv_nsec;
+}
+
 /* The final status of a call that returned `returned`. */
 static inline NTSTATUS ndk_wait(ndk_wait_t* wait, NTSTATUS returned) {
     if (returned != STATUS_PENDING) return returned;
@@ -40,10 +46,21 @@ static inline NTSTATUS ndk_wait(ndk_wait_t* wait, NTSTATUS returned) {
     return wait->status;
 }
 
-static inline double ndk_now_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec * 1e9 + (double)now.tv_nsec;
+/* The same for a wait on a peer: after NDK_WAIT_SAY_SECONDS it prints `waiting_for` once, so a long wait says
+ * what it waits for (the request itself ends at the adapter's timeout). */
+#define NDK_WAIT_SAY_SECONDS 3
+static inline NTSTATUS ndk_wait_saying(ndk_wait_t* wait, NTSTATUS returned, const char* waiting_for) {
+    if (returned != STATUS_PENDING) return returned;
+    const double say_at = ndk_now_ns() + NDK_WAIT_SAY_SECONDS * 1e9;
+    int said = 0;
+    while (!atomic_load(&wait->done)) {
+        if (!said && ndk_now_ns() > say_at) {
+            fprintf(stderr, "%s (%d s so far)\n", waiting_for, NDK_WAIT_SAY_SECONDS);
+            said = 1;
+        }
+        sched_yield();
+    }
+    return wait->status;
 }
 
 static inline void ndk_check(NTSTATUS status, const char* what) {

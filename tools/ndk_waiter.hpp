@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -60,6 +61,20 @@ struct Waiter {
                 std::abort();
             }
             usleep(10);
+        }
+        return status;
+    }
+    // The same for a wait on a peer: after kSaySeconds prints `waiting_for` once, so a long wait says what it
+    // waits for (the request itself ends at the adapter's timeout).
+    static constexpr int kSaySeconds = 3;
+    NTSTATUS WaitSaying(NTSTATUS returned, const char* waiting_for) {
+        if (returned != STATUS_PENDING) return returned;
+        const auto say_at = std::chrono::steady_clock::now() + std::chrono::seconds(kSaySeconds);
+        for (bool said = false; !done; usleep(10)) {
+            if (!said && std::chrono::steady_clock::now() > say_at) {
+                std::fprintf(stderr, "%s (%d s so far)\n", waiting_for, kSaySeconds);
+                said = true;
+            }
         }
         return status;
     }

@@ -494,13 +494,17 @@ private:
         // never answered the MPA Request has already cost AcceptTimeoutMs (30 s by default), and retrying it 100
         // times hid a dead peer for 50 minutes (a siw guest whose network had stopped, 2026-12-07).
         NTSTATUS status = STATUS_UNSUCCESSFUL;
+        char waiting_for[256];
+        ndk_connect_wait_text("ndkperf", &server, waiting_for, sizeof(waiting_for));
         for (int attempt = 0; attempt < kConnectTries; ++attempt) {
             if (attempt > 0) usleep(100000);
             Waiter connected;
-            status = connected.Wait(connection.connector->Dispatch->NdkConnect(
-                connection.connector, connection.qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(SOCKADDR_IN),
-                reinterpret_cast<PSOCKADDR>(const_cast<SOCKADDR_INET*>(&server)), sizeof(SOCKADDR_IN), limit, limit,
-                nullptr, 0, &Waiter::OnRequest, &connected));
+            status = connected.WaitSaying(
+                connection.connector->Dispatch->NdkConnect(
+                    connection.connector, connection.qp, reinterpret_cast<PSOCKADDR>(&source), sizeof(SOCKADDR_IN),
+                    reinterpret_cast<PSOCKADDR>(const_cast<SOCKADDR_INET*>(&server)), sizeof(SOCKADDR_IN), limit, limit,
+                    nullptr, 0, &Waiter::OnRequest, &connected),
+                waiting_for);
             if (status != STATUS_CONNECTION_REFUSED && status != STATUS_CONNECTION_RESET &&
                 status != STATUS_CONNECTION_ABORTED)
                 break;

@@ -117,10 +117,12 @@ private:
         SOCKADDR_INET source = SourceFor(server_);
         Join join{kMagic, hello != nullptr ? Role::kTests : Role::kExtra};
         Waiter connected;
-        Check(connected.Wait(connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source),
-                                                             server_length_, reinterpret_cast<PSOCKADDR>(&server_),
-                                                             server_length_, kReadLimit, kReadLimit, &join,
-                                                             sizeof(join), &Waiter::OnRequest, &connected)),
+        char waiting_for[256];
+        Check(connected.WaitSaying(
+                  connector->Dispatch->NdkConnect(connector, qp, reinterpret_cast<PSOCKADDR>(&source), server_length_,
+                                                  reinterpret_cast<PSOCKADDR>(&server_), server_length_, kReadLimit,
+                                                  kReadLimit, &join, sizeof(join), &Waiter::OnRequest, &connected),
+                  ndk_connect_wait_text("ndkperf", &server_, waiting_for, sizeof(waiting_for))),
               "NdkConnect");
         if (hello != nullptr) {
             ULONG inbound = 0, outbound = 0, size = sizeof(*hello);

@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
     }
     ndk_wait_t connected = {0}, accepted = {0}, completed = {0};
     NTSTATUS connect_returned = STATUS_SUCCESS;
+    char waiting_for[256];
     if (ping) {
         memset(&wait, 0, sizeof(wait));
         client.connector = ndk_created(
@@ -310,14 +311,18 @@ int main(int argc, char** argv) {
         NTSTATUS accept_returned = server.connector->Dispatch->NdkAccept(
             server.connector, server.qp, 4, 4, NULL, 0, on_disconnect, NULL, ndk_wait_on_request, &accepted);
         if (ping) {
-            ndk_check(ndk_wait(&connected, connect_returned), "NdkConnect");
+            ndk_check(ndk_wait_saying(&connected, connect_returned,
+                                      ndk_connect_wait_text("ndkping", &bound, waiting_for, sizeof(waiting_for))),
+                      "NdkConnect");
             ndk_check(ndk_wait(&completed, client.connector->Dispatch->NdkCompleteConnect(
                                                client.connector, NULL, NULL, ndk_wait_on_request, &completed)),
                       "NdkCompleteConnect");
         }
         ndk_check(ndk_wait(&accepted, accept_returned), "NdkAccept");
     } else {
-        ndk_check(ndk_wait(&connected, connect_returned), "NdkConnect");
+        ndk_check(ndk_wait_saying(&connected, connect_returned,
+                                  ndk_connect_wait_text("ndkping", &bound, waiting_for, sizeof(waiting_for))),
+                  "NdkConnect");
         ndk_check(ndk_wait(&completed, client.connector->Dispatch->NdkCompleteConnect(client.connector, NULL, NULL,
                                                                                       ndk_wait_on_request, &completed)),
                   "NdkCompleteConnect");

@@ -307,9 +307,12 @@ static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     }
     rping_post_receive(r);
     ndk_wait_t connected = {0}, completed = {0};
-    ndk_check(ndk_wait(&connected, r->connector->Dispatch->NdkConnect(r->connector, r->qp, (PSOCKADDR)&source, length,
-                                                                      (PSOCKADDR)address, length, r->limits, r->limits,
-                                                                      NULL, 0, ndk_wait_on_request, &connected)),
+    char waiting_for[256];
+    ndk_check(ndk_wait_saying(&connected,
+                              r->connector->Dispatch->NdkConnect(r->connector, r->qp, (PSOCKADDR)&source, length,
+                                                                 (PSOCKADDR)address, length, r->limits, r->limits, NULL,
+                                                                 0, ndk_wait_on_request, &connected),
+                              ndk_connect_wait_text("ndkping --rping", address, waiting_for, sizeof(waiting_for))),
               "NdkConnect");
     ndk_check(ndk_wait(&completed, r->connector->Dispatch->NdkCompleteConnect(r->connector, rping_on_disconnect, NULL,
                                                                               ndk_wait_on_request, &completed)),

@@ -4,7 +4,7 @@
 # foo; `--seconds -1` ran; `-p 70000` wrapped); sizes take k/K/KiB and m/M/MiB; -h and --help print usage to
 # stdout and exit 0; an unknown flag gets one line pointing to --help and exit 2. ndkping: rping's -s/-c habits
 # get "did you mean --rping"; ndkinfo printed the device for --help and --bogus alike, exit 0, and 8 MiB as
-# "0.0 GiB".
+# "0.0 GiB". A client whose server never answers says what it waits for, then ends with STATUS_IO_TIMEOUT.
 # Usage: tool_flags.sh NDKPERF NDKPING NDKINFO
 set -uo pipefail
 ndkperf="$1"
@@ -99,6 +99,34 @@ tool="$ndkperf"
 interrupt 3 130 '(interrupted: partial results)' -- --test write --sizes 64,4096 --seconds 20
 interrupt 3 130 '"interrupted":true' -- --test write --sizes 64 --seconds 20 --json
 tool="$ndkping"
+# A long wait on a peer says what it waits for: against a server that takes the TCP connection and never answers,
+# each client prints what it waits for after 3 s, then ends with STATUS_IO_TIMEOUT at AcceptTimeoutMs (5 s here).
+silent_port=$((20000 + RANDOM % 20000))
+silent_up=$(mktemp)
+python3 -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', $silent_port)); s.listen(16); print('up', flush=True)
+held, end = [], time.time() + 60
+s.settimeout(1)
+while time.time() < end:
+    try: held.append(s.accept()[0])
+    except OSError: pass
+" >"$silent_up" 2>&1 &
+silent=$!
+for _ in $(seq 100); do grep -q up "$silent_up" && break; sleep 0.05; done
+export SOFTNDK_ACCEPT_TIMEOUT_MS=5000
+waits="waiting for 127.0.0.1 port $silent_port to answer the connection request"
+tool="$ndkping"
+expect 1 "$waits" -- --client -a 127.0.0.1 -p "$silent_port"
+expect 1 "$waits" -- --rping -c -a 127.0.0.1 -p "$silent_port"
+tool="$ndkperf"
+expect 1 "$waits" -- --client -a 127.0.0.1 -p "$silent_port" --test write --sizes 64
+expect 1 "NdkConnect failed: STATUS_IO_TIMEOUT (0xC00000B5)" -- ib_write_bw -R -p "$silent_port" 127.0.0.1
+unset SOFTNDK_ACCEPT_TIMEOUT_MS
+kill "$silent" 2>/dev/null
+wait "$silent" 2>/dev/null
+rm -f "$silent_up"
 tool="$ndkinfo"
 expect 2 'unknown flag --bogus; see ndkinfo --help' -- --bogus
 expect 0 'usage: ndkinfo' -- --help
