@@ -193,6 +193,12 @@ private:
 
     // Accepts that completed, disconnects to answer, answered disconnects to forget.
     void Reap() {
+        // A disconnect fires once the peer's FIN is in, so whatever it sent before (a Leave) is already in the CQ;
+        // while other clients keep the CQ busy, Reap can come before it is read, so read everything first.
+        const bool disconnect_to_answer = std::any_of(connections_.begin(), connections_.end(), [](const auto& entry) {
+            return entry.second->established && entry.second->disconnected && !entry.second->answered;
+        });
+        if (disconnect_to_answer && !DrainCq()) return;  // a Quit came
         std::vector<Connection*> done;
         for (auto& [id, owned] : connections_) {
             Connection& connection = *owned;
@@ -217,6 +223,19 @@ private:
                 Forget(*connection);
             }
         }
+    }
+
+    // Handles the CQ's results until it is empty, at most a full CQ's worth per connection (others keep posting).
+    // False when a Quit came meanwhile.
+    bool DrainCq() {
+        NDK_RESULT_EX results[16];
+        for (size_t handled = 0; handled < kMaxTestConnections * kQueueDepth * 2 && !quit_;) {
+            const ULONG count = side_.cq->Dispatch->NdkGetCqResultsEx(side_.cq, results, 16);
+            for (ULONG i = 0; i < count && !quit_; ++i) Handle(results[i]);
+            handled += count;
+            if (count < 16) break;
+        }
+        return !quit_;
     }
 
     void Disconnect(Connection& connection) {
