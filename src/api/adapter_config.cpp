@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -227,6 +228,21 @@ bool HostHasAddress(int family, const uint8_t* address) {
 
 }  // namespace softndk::api
 
+namespace {
+// A numeric setting from the environment, when set. Anything but a whole number below 2^32 - 1 (empty, a word, a
+// sign, an overflow) reads as 0xFFFFFFFF, which every bound refuses, so SoftNdkOpenAdapter names the setting;
+// before, "abc" read as 0, which for some settings means "no limit".
+void NumberFromEnvironment(const char* name, ULONG* setting) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long number = std::strtoull(value, &end, 10);
+    const bool whole = value[0] >= '0' && value[0] <= '9' && *end == '\0' && errno == 0;
+    *setting = whole && number < 0xFFFFFFFFull ? static_cast<ULONG>(number) : 0xFFFFFFFFu;
+}
+}  // namespace
+
 extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
     if (Config == nullptr) return;
     std::memset(Config, 0, sizeof(*Config));
@@ -261,33 +277,21 @@ extern "C" VOID SoftNdkInitAdapterConfig(SOFTNDK_ADAPTER_CONFIG* Config) {
         if (name == "write") Config->MpaRtr = SOFTNDK_MPA_RTR_WRITE;
         if (name == "read") Config->MpaRtr = SOFTNDK_MPA_RTR_READ;
     }
-    if (const char* kicks = std::getenv("SOFTNDK_RTR_KICKS"))  // refused by SoftNdkOpenAdapter unless 0 or 1
-        Config->RtrKicks = static_cast<ULONG>(std::strtoul(kicks, nullptr, 10));
-    // Each refused by SoftNdkOpenAdapter when out of range (a value that is not a number reads as 0).
-    if (const char* value = std::getenv("SOFTNDK_ACCEPT_TIMEOUT_MS"))
-        Config->AcceptTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_MPA_REQUEST_TIMEOUT_MS"))
-        Config->MpaRequestTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_MAX_HALF_OPEN"))
-        Config->MaxHalfOpen = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_ACCEPT_RETRY_MS"))
-        Config->AcceptRetryMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_DISCONNECT_TIMEOUT_MS"))
-        Config->DisconnectTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_PEER_STALL_TIMEOUT_MS"))
-        Config->PeerStallTimeoutMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_ROTATE_FR_KEYS"))
-        Config->RotateFastRegisterKeys = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_DEFER_BACKSTOP_MS"))
-        Config->DeferBackstopMs = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_HOST_ADDRESSES"))
-        Config->HostAddresses = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    // Each refused by SoftNdkOpenAdapter when out of range or not a whole number.
+    NumberFromEnvironment("SOFTNDK_RTR_KICKS", &Config->RtrKicks);
+    NumberFromEnvironment("SOFTNDK_ACCEPT_TIMEOUT_MS", &Config->AcceptTimeoutMs);
+    NumberFromEnvironment("SOFTNDK_MPA_REQUEST_TIMEOUT_MS", &Config->MpaRequestTimeoutMs);
+    NumberFromEnvironment("SOFTNDK_MAX_HALF_OPEN", &Config->MaxHalfOpen);
+    NumberFromEnvironment("SOFTNDK_ACCEPT_RETRY_MS", &Config->AcceptRetryMs);
+    NumberFromEnvironment("SOFTNDK_DISCONNECT_TIMEOUT_MS", &Config->DisconnectTimeoutMs);
+    NumberFromEnvironment("SOFTNDK_PEER_STALL_TIMEOUT_MS", &Config->PeerStallTimeoutMs);
+    NumberFromEnvironment("SOFTNDK_ROTATE_FR_KEYS", &Config->RotateFastRegisterKeys);
+    NumberFromEnvironment("SOFTNDK_DEFER_BACKSTOP_MS", &Config->DeferBackstopMs);
+    NumberFromEnvironment("SOFTNDK_HOST_ADDRESSES", &Config->HostAddresses);
     if (const char* name = std::getenv("SOFTNDK_INTERFACE"))
         std::snprintf(Config->InterfaceName, sizeof(Config->InterfaceName), "%s", name);
-    if (const char* value = std::getenv("SOFTNDK_BUSY_POLL_US"))  // refused by SoftNdkOpenAdapter when out of range
-        Config->BusyPollMicroseconds = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
-    if (const char* value = std::getenv("SOFTNDK_PROGRESS_THREADS"))
-        Config->ProgressThreads = static_cast<ULONG>(std::strtoul(value, nullptr, 10));
+    NumberFromEnvironment("SOFTNDK_BUSY_POLL_US", &Config->BusyPollMicroseconds);
+    NumberFromEnvironment("SOFTNDK_PROGRESS_THREADS", &Config->ProgressThreads);
     if (const char* path = std::getenv("SOFTNDK_TRACE"))
         std::snprintf(Config->TracePath, sizeof(Config->TracePath), "%s", path);
     Config->Limits = softndk::api::DefaultAdapterInfo();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace softndk::test {
 namespace {
@@ -245,6 +246,40 @@ TEST(AdapterOpenTest, AI_09_BadConfigsAreRefusedWithAClearStatus) {
         EXPECT_EQ(adapter, nullptr) << c.what;
         EXPECT_STRNE(SoftNdkGetLastErrorText(), "") << c.what;
     }
+}
+
+// A numeric setting from the environment that is not a whole number below 2^32 - 1 is refused with the variable's
+// name; before, "abc" read as 0, which for SOFTNDK_ACCEPT_TIMEOUT_MS means "wait for ever".
+TEST(AdapterOpenTest, AI_09_ANumericEnvironmentSettingThatIsNotAWholeNumberIsRefused) {
+    struct Case {
+        const char* value;
+        NTSTATUS status;
+        ULONG read_as;
+    };
+    const Case cases[] = {{"5000", STATUS_SUCCESS, 5000},
+                          {"0", STATUS_SUCCESS, 0},
+                          {"abc", STATUS_INVALID_PARAMETER, 0xFFFFFFFFu},
+                          {"", STATUS_INVALID_PARAMETER, 0xFFFFFFFFu},
+                          {"-1", STATUS_INVALID_PARAMETER, 0xFFFFFFFFu},
+                          {"5000ms", STATUS_INVALID_PARAMETER, 0xFFFFFFFFu},
+                          {"4294967296", STATUS_INVALID_PARAMETER, 0xFFFFFFFFu},
+                          {"99999999999999999999999", STATUS_INVALID_PARAMETER, 0xFFFFFFFFu}};
+    for (const Case& c : cases) {
+        ASSERT_EQ(setenv("SOFTNDK_ACCEPT_TIMEOUT_MS", c.value, 1), 0);
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        EXPECT_EQ(config.AcceptTimeoutMs, c.read_as) << c.value;
+        NDK_ADAPTER* adapter = nullptr;
+        EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), c.status) << c.value;
+        if (adapter != nullptr) {
+            EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+        }
+        if (c.status != STATUS_SUCCESS) {
+            const std::string why = SoftNdkGetLastErrorText();
+            EXPECT_NE(why.find("SOFTNDK_ACCEPT_TIMEOUT_MS"), std::string::npos) << why;
+        }
+    }
+    unsetenv("SOFTNDK_ACCEPT_TIMEOUT_MS");
 }
 
 TEST(AdapterOpenTest, LIFE_19_SeveralAdaptersAreIndependent) {
