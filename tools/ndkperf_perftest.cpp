@@ -490,9 +490,9 @@ private:
             adapter_->Dispatch->NdkCreateConnector(adapter_, &Waiter::OnCreate, &created, &connection.connector),
             &connection.connector, "NdkCreateConnector");
         // The server listens for the data connection only after its #5 answer, so a refusal is retried (perftest's
-        // own client retries 10 times, 100 ms apart). A timeout is not: a peer that took the TCP connection and
-        // never answered the MPA Request has already cost AcceptTimeoutMs (30 s by default), and retrying it 100
-        // times hid a dead peer for 50 minutes (a siw guest whose network had stopped, 2026-12-07).
+        // own client retries 10 times, 100 ms apart). A timeout is not: a peer that never completed the TCP
+        // handshake or never answered the MPA Request has already cost AcceptTimeoutMs (30 s by default), and
+        // retrying it 100 times hid a dead peer for 50 minutes (a siw guest whose network had stopped, 2026-12-07).
         NTSTATUS status = STATUS_UNSUCCESSFUL;
         char waiting_for[256];
         ndk_connect_wait_text("ndkperf", &server, waiting_for, sizeof(waiting_for));
@@ -510,7 +510,9 @@ private:
                 break;
         }
         if (status == STATUS_IO_TIMEOUT)
-            std::fprintf(stderr, "ndkperf: %s:%u took the TCP connection but never answered the MPA Request\n",
+            std::fprintf(stderr,
+                         "ndkperf: %s:%u did not answer within AcceptTimeoutMs (no TCP connection, or no MPA Reply); "
+                         "a timeout is not retried\n",
                          flags_.server.c_str(), static_cast<unsigned>(flags_.port));
         Check(status, "NdkConnect");
         Waiter completed;

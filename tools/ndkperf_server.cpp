@@ -38,8 +38,9 @@ struct Connection {
     bool dropped = false;  // misbehaved: ends with our NdkDisconnect, its completions are ignored
     uint64_t ring_next = 0;
     std::atomic<bool> disconnected{false};
-    bool answered = false;  // our NdkDisconnect after the peer's (CM-24: its disconnect completes at our FIN)
-    bool leaving = false;   // the client said kLeave: its disconnect is expected
+    bool disconnect_seen = false;  // Reap saw `disconnected` and read the CQ after it: the disconnect may be answered
+    bool answered = false;         // our NdkDisconnect after the peer's (CM-24: its disconnect completes at our FIN)
+    bool leaving = false;          // the client said kLeave: its disconnect is expected
     Waiter disconnect_done;
     NTSTATUS disconnect_returned = STATUS_PENDING;
 };
@@ -194,11 +195,15 @@ private:
     // Accepts that completed, disconnects to answer, answered disconnects to forget.
     void Reap() {
         // A disconnect fires once the peer's FIN is in, so whatever it sent before (a Leave) is already in the CQ;
-        // while other clients keep the CQ busy, Reap can come before it is read, so read everything first.
-        const bool disconnect_to_answer = std::any_of(connections_.begin(), connections_.end(), [](const auto& entry) {
-            return entry.second->established && entry.second->disconnected && !entry.second->answered;
-        });
-        if (disconnect_to_answer && !DrainCq()) return;  // a Quit came
+        // while other clients keep the CQ busy, Reap can come before it is read. So a disconnect is answered only
+        // after a look at `disconnected` (it is set from another thread) followed by reading the whole CQ.
+        bool newly_seen = false;
+        for (auto& [id, connection] : connections_) {
+            if (connection->disconnect_seen || connection->answered || !connection->disconnected) continue;
+            connection->disconnect_seen = true;
+            newly_seen = true;
+        }
+        if (newly_seen && !DrainCq()) return;  // a Quit came
         std::vector<Connection*> done;
         for (auto& [id, owned] : connections_) {
             Connection& connection = *owned;
@@ -210,7 +215,7 @@ private:
                 }
                 connection.established = true;
             }
-            if (connection.disconnected && !connection.answered) Disconnect(connection);
+            if (connection.disconnect_seen && !connection.answered) Disconnect(connection);
             if (connection.answered && connection.disconnect_done.done) done.push_back(&connection);
         }
         for (Connection* connection : done) {

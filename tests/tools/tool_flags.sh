@@ -116,13 +116,22 @@ while time.time() < end:
 silent=$!
 for _ in $(seq 100); do grep -q up "$silent_up" && break; sleep 0.05; done
 export SOFTNDK_ACCEPT_TIMEOUT_MS=5000
-waits="waiting for 127.0.0.1 port $silent_port to answer the connection request"
-tool="$ndkping"
-expect 1 "$waits" -- --client -a 127.0.0.1 -p "$silent_port"
-expect 1 "$waits" -- --rping -c -a 127.0.0.1 -p "$silent_port"
-tool="$ndkperf"
-expect 1 "$waits" -- --client -a 127.0.0.1 -p "$silent_port" --test write --sizes 64
-expect 1 "NdkConnect failed: STATUS_IO_TIMEOUT (0xC00000B5)" -- ib_write_bw -R -p "$silent_port" 127.0.0.1
+silent_client() {  # TOOL ARGS...: says what it waits for, then ends with STATUS_IO_TIMEOUT, exit 1, within 30 s
+  local output status
+  output=$(timeout 30 "$@" 2>&1)
+  status=$?
+  if [ "$status" -eq 1 ] && grep -qF "waiting for 127.0.0.1 port $silent_port to answer the connection request" <<<"$output" &&
+     grep -qF "NdkConnect failed: STATUS_IO_TIMEOUT (0xC00000B5)" <<<"$output"; then
+    echo "ok   $(basename "$1") ${*:2} (a silent server): says what it waits for, then STATUS_IO_TIMEOUT"
+  else
+    echo "FAIL $(basename "$1") ${*:2} (a silent server): exit $status (want 1), output: $output"
+    failed=1
+  fi
+}
+silent_client "$ndkping" --client -a 127.0.0.1 -p "$silent_port"
+silent_client "$ndkping" --rping -c -a 127.0.0.1 -p "$silent_port"
+silent_client "$ndkperf" --client -a 127.0.0.1 -p "$silent_port" --test write --sizes 64
+silent_client "$ndkperf" ib_write_bw -R -p "$silent_port" 127.0.0.1
 unset SOFTNDK_ACCEPT_TIMEOUT_MS
 kill "$silent" 2>/dev/null
 wait "$silent" 2>/dev/null

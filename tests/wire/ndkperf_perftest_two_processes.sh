@@ -111,7 +111,7 @@ start=$SECONDS
 SOFTNDK_ACCEPT_TIMEOUT_MS=1000 timeout 20 "$ndkperf" ib_write_bw -R -p "$port" -s 64 -n 5 127.0.0.1 >"$log/refused" 2>&1
 status=$?
 kill "$silent" 2>/dev/null; wait "$silent" 2>/dev/null
-if [ "$status" -ne 1 ] || [ $((SECONDS - start)) -gt 10 ] || ! grep -q "never answered the MPA Request" "$log/refused" ||
+if [ "$status" -ne 1 ] || [ $((SECONDS - start)) -gt 10 ] || ! grep -q "did not answer within AcceptTimeoutMs" "$log/refused" ||
    ! grep -q "NdkConnect failed: STATUS_IO_TIMEOUT (0xC00000B5)" "$log/refused"; then
   echo "FAIL CM-04: a silent server must end the client with STATUS_IO_TIMEOUT after AcceptTimeoutMs (exit $status after $((SECONDS - start)) s)"
   cat "$log/refused"; failed=1
