@@ -19,17 +19,19 @@ boot_guest() { vm start --name "$name" "${guest_ports[@]}" >"$out/siw-vm-start-$
 # Issue 22: qemu itself failing to start (siw-vm's "qemu failed to start") is retried once, and only that; its
 # output is printed either way. A guest that booted for an earlier suite of this run (test.sh exports
 # SOFTNDK_SIW_GUEST_BOOTED=1) and not for this one is a failure, not a skip: it would hide this suite's cases.
-booted=0
-boot_guest && booted=1
-if [ "$booted" = 0 ] && grep -q "qemu failed to start" "$out/siw-vm-start-$name.log"; then
+boot_guest_retrying_once() {
+  boot_guest && return 0
+  grep -q "qemu failed to start" "$out/siw-vm-start-$name.log" || return 1
   echo "siw-vm: qemu failed to start; its output:"
   tail -6 "$out/siw-vm-start-$name.log" | sed 's/^/  | /'
   echo "siw-vm: retrying the boot once, on other ports (only this signature is retried)"
   vm stop --name "$name" >/dev/null 2>&1 || true
   sleep 2
   pick_guest_ports
-  boot_guest && booted=1
-fi
+  boot_guest
+}
+booted=0
+boot_guest_retrying_once && booted=1
 if [ "$booted" = 0 ]; then
   tail -6 "$out/siw-vm-start-$name.log" | sed 's/^/  | /'
   if [ "${SOFTNDK_SIW_GUEST_BOOTED:-0}" = 1 ]; then
@@ -65,43 +67,60 @@ trap on_exit EXIT
 # the guest (its kernel's NETDEV WATCHDOG: "transmit queue 0 timed out 1222976 ms"), the case running then lost its
 # stream, and every later case failed; the guest itself still ran commands. Linux 6.1's virtio_net only logs a
 # transmit timeout and never resets the queue, so that guest's network stays dead. `run_case CMD...` runs one case
-# (a function that calls case_failed when it fails); when it failed and the guest's kernel counted a transmit
-# timeout (eth0's tx_timeout in sysfs, which `dmesg -c` does not clear) or logged that watchdog, the failure is not
-# counted: the guest is stopped, a fresh one boots on new ports (the suite's `on_fresh_guest`, if defined, resets
-# what depends on them) and the case runs once more. At most 2 fresh guests per suite, and only that signature; the
-# first attempt's FAIL lines stay in the log above the RERUN line.
+# (a function that calls case_failed when it fails). When it failed, and the guest's transmit timeouts (eth0's
+# tx_timeout in sysfs, which `dmesg -c` does not clear) rose during the case, and its network is dead now (a ping
+# to the host leaves eth0's tx_packets where it was), the failure is not counted: the files the case wrote get a
+# -wedged-N suffix, the guest is stopped, a fresh one boots on new ports (the suite's `on_fresh_guest`, if defined,
+# resets what depends on them) and the case runs once more. At most 2 fresh guests per suite, and only that
+# signature; the first attempt's FAIL lines stay in the log above the RERUN line. A case that checks the guest's
+# own state after earlier cases (the errors suite's last) is not run this way: a fresh guest would make it vacuous.
 fresh_guests=0
-guest_nic_wedged() {  # prints what the guest's kernel says of the wedge; 1 when it says nothing
-  local said
-  said=$(vm exec --name "$name" --timeout 30 -- sh -c 'cat /tmp/siw-simulated-wedge 2>/dev/null
-    for q in /sys/class/net/eth0/queues/tx-*; do
-      n=$(cat "$q/tx_timeout" 2>/dev/null); [ "${n:-0}" -gt 0 ] && echo "eth0 ${q##*/}: $n transmit timeouts (sysfs)"
-    done
-    dmesg | grep -m1 "NETDEV WATCHDOG"' 2>/dev/null)
-  [ -n "$said" ] && printf '%s\n' "$said"
+guest_tx_timeouts() {  # the sum of eth0's transmit timeouts; the simulation's count when SIW_SIMULATE_WEDGE ran
+  vm exec --name "$name" --timeout 30 -- sh -c 'exec 2>/dev/null; n=$(cat /tmp/siw-simulated-wedge || echo 0)
+    for q in /sys/class/net/eth0/queues/tx-*; do n=$((n + $(cat "$q/tx_timeout" || echo 0))); done
+    echo "tx_timeouts=$n"' 2>/dev/null | grep -o 'tx_timeouts=[0-9]*' | cut -d= -f2
+}
+guest_network_dead() {  # 0 when a ping to the host moves no frame out of eth0; prints what it saw
+  vm exec --name "$name" --timeout 30 -- sh -c 'exec 2>/dev/null; s=/sys/class/net/eth0/statistics/tx_packets
+    before=$(cat $s); ping -c 2 -W 1 $SIWVM_HOST >/dev/null; sleep 1; after=$(cat $s)
+    echo "tx_packets=$before,$after"' 2>/dev/null | grep -o 'tx_packets=[0-9]*,[0-9]*' | {
+    IFS=, read -r before after || return 1
+    before=${before#tx_packets=}
+    echo "eth0 sent $((after - before)) frames for a ping to the host"
+    [ "$before" = "$after" ]
+  }
 }
 # SIW_SIMULATE_WEDGE=1 checks this recovery by hand: before the suite's first case the guest's eth0 goes down and a
-# file stands in for the kernel's count, so that case fails and must pass on a fresh guest.
+# file adds one to the kernel's count of transmit timeouts, so that case fails and must pass on a fresh guest.
 run_case() {
-  local failures_before=${#failed_cases[@]} failed_before=$failed wedge
+  local failures_before=${#failed_cases[@]} failed_before=$failed timeouts_before timeouts_after dead
+  timeouts_before=$(guest_tx_timeouts)
   if [ "${SIW_SIMULATE_WEDGE:-0}" = 1 ] && [ "$fresh_guests" = 0 ] && [ -z "${wedge_simulated:-}" ]; then
     wedge_simulated=1
-    vm exec --name "$name" -- sh -c 'ip link set eth0 down
-      echo "eth0 tx-0: transmit timeouts (simulated: SIW_SIMULATE_WEDGE=1)" >/tmp/siw-simulated-wedge' >/dev/null 2>&1
+    vm exec --name "$name" -- sh -c 'ip link set eth0 down; echo 1 >/tmp/siw-simulated-wedge' >/dev/null 2>&1
   fi
+  touch "$out/.case-start"
   "$@"
   ((${#failed_cases[@]} > failures_before)) || return 0
-  [ "$fresh_guests" -lt 2 ] && wedge=$(guest_nic_wedged) || return 0
-  echo "RERUN $current_case: the guest's network device had stopped sending, so the FAIL above is not counted;"
-  sed 's/^/  the guest: /' <<<"$wedge"
-  echo "  a fresh guest boots on new ports and the case runs once more (fresh guest $((fresh_guests + 1)) of at most 2)"
+  [ "$fresh_guests" -lt 2 ] || return 0
+  timeouts_after=$(guest_tx_timeouts)
+  [ -n "$timeouts_before" ] && [ -n "$timeouts_after" ] && [ "$timeouts_after" -gt "$timeouts_before" ] || return 0
+  dead=$(guest_network_dead) || return 0
+  fresh_guests=$((fresh_guests + 1))
+  echo "RERUN $current_case: the guest's network device stopped sending, so the FAIL above is not counted:"
+  echo "  the guest: eth0 transmit timeouts $timeouts_before before the case, $timeouts_after after; $dead"
+  echo "  a fresh guest boots on new ports and the case runs once more (fresh guest $fresh_guests of at most 2)"
   vm exec --name "$name" -- dmesg >"$out/siw-dmesg-$suite-wedged-$fresh_guests.txt" 2>&1
+  local file
+  while IFS= read -r file; do
+    mv "$file" "${file%.*}-wedged-$fresh_guests.${file##*.}"
+  done < <(find "$out" -maxdepth 1 -type f -newer "$out/.case-start" ! -name 'siw-*' ! -name '.*')
   failed_cases=("${failed_cases[@]:0:failures_before}")
   failed=$failed_before
-  fresh_guests=$((fresh_guests + 1))
   vm stop --name "$name" >/dev/null 2>&1 || true
+  sleep 2
   pick_guest_ports
-  if ! boot_guest; then
+  if ! boot_guest_retrying_once; then
     tail -6 "$out/siw-vm-start-$name.log" | sed 's/^/  | /'
     echo "FAIL $current_case: the fresh guest did not boot (output above)"
     case_failed "$current_case (the fresh guest did not boot)"

@@ -126,15 +126,20 @@ siw_serves() {
     vm exec --name "$name" -- sh -c 'killall -9 ib_write_bw ib_read_bw ib_send_bw 2>/dev/null; true' >/dev/null 2>&1
     vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward ${shape[*]} ${run[*]} ${limit[*]} \
         >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
-    vm wait --name "$name" --listen "$forward" >/dev/null 2>&1
+    listening="listening"
+    vm wait --name "$name" --listen "$forward" >/dev/null 2>&1 || listening="not listening after 120 s"
     SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" "${shape[@]}" "${run[@]}" "${limit[@]}" \
         127.0.0.1 >"$log" 2>&1
     ours=$?
     # The CI run at 9f961ae (stop 29): the guest (TCG) ran nothing for about 100 s, so its perftest server never
-    # started (its log stayed empty) and our connect was refused. Only that signature is run once more.
-    if [ "$attempt" = 1 ] && grep -q "NdkConnect failed: STATUS_CONNECTION_REFUSED" "$log" &&
+    # started (its log stayed empty) and our connect was refused. The CI run at 896a1bc: the same, but qemu's port
+    # forward took our TCP connection and the stalled guest never answered it, so our connect timed out (ndkperf no
+    # longer retries a timeout, 9ec40c2). Only those signatures, with the guest's log empty, are run once more.
+    refusal=$(grep -o "NdkConnect failed: STATUS_\(CONNECTION_REFUSED\|IO_TIMEOUT\)" "$log" | head -n 1)
+    if [ "$attempt" = 1 ] && [ -n "$refusal" ] &&
        ! vm exec --name "$name" --timeout 60 -- sh -c 'test -s /tmp/perftest-server.log' >/dev/null 2>&1; then
-      retried=" [run once more: the guest's perftest server had not started (its log empty, our connect refused)]"
+      retried=" [run once more: the guest's perftest server had not started (its log empty, port $forward"
+      retried+=" $listening, ${refusal#NdkConnect failed: })]"
       mv "$log" "${log%.log}-first-attempt.log"
       next_spare
       continue
