@@ -311,9 +311,10 @@ private:
     std::chrono::steady_clock::time_point stall_clock_{};  // the last look at which nothing was stalled
 };
 
-// Issue 18 §2: the most socket reads one connection made in one wake of its lane since the process started (a
-// diagnostic: tests check the per-wake bound with it).
+// Issue 18 §2: the most socket reads one connection made in one wake of its lane since the process started or the
+// last reset (a diagnostic: tests check the per-wake bound with it, resetting it first).
 uint32_t MostReadsInOneWake();
+void ResetMostReadsInOneWake();
 
 // "a.b.c.d:port" / "[v6]:port" for logs and tools.
 std::string FormatSockaddr(const sockaddr_storage& address);

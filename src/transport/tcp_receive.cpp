@@ -63,6 +63,10 @@ uint32_t MostReadsInOneWake() {
     return most_reads_in_one_wake.load(std::memory_order_relaxed);
 }
 
+void ResetMostReadsInOneWake() {
+    most_reads_in_one_wake.store(0, std::memory_order_relaxed);
+}
+
 bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size) {
     {
         std::lock_guard lock(send_mutex_);

@@ -127,18 +127,20 @@ siw_serves() {
     vm exec --name "$name" --bg -- sh -c "timeout 150 $tool -R -p $forward ${shape[*]} ${run[*]} ${limit[*]} \
         >/tmp/perftest-server.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-server.log" >/dev/null 2>&1
     listening="listening"
-    vm wait --name "$name" --listen "$forward" >/dev/null 2>&1 || listening="not listening after 120 s"
+    vm wait --name "$name" --timeout 120 --listen "$forward" >/dev/null 2>&1 || listening="not listening after 120 s"
     SOFTNDK_TRACE="$pcap" timeout 160 "$ndkperf" "$tool" -R -p "$forward" "${shape[@]}" "${run[@]}" "${limit[@]}" \
         127.0.0.1 >"$log" 2>&1
     ours=$?
     # The CI run at 9f961ae (stop 29): the guest (TCG) ran nothing for about 100 s, so its perftest server never
-    # started (its log stayed empty) and our connect was refused. The CI run at 896a1bc: the same, but qemu's port
-    # forward took our TCP connection and the stalled guest never answered it, so our connect timed out (ndkperf no
-    # longer retries a timeout, 9ec40c2). Only those signatures, with the guest's log empty, are run once more.
+    # started (its log stayed empty) and our connect was refused. The CI run at 896a1bc: its log empty too, but qemu's
+    # port forward took our TCP connection and the guest never answered it, so our connect timed out (ndkperf no
+    # longer retries a timeout, 9ec40c2). An empty log cannot tell a server that never started from one whose
+    # block-buffered output is unwritten, so the line says whether the port was listening. Only those signatures,
+    # with the guest's log empty, are run once more.
     refusal=$(grep -o "NdkConnect failed: STATUS_\(CONNECTION_REFUSED\|IO_TIMEOUT\)" "$log" | head -n 1)
     if [ "$attempt" = 1 ] && [ -n "$refusal" ] &&
        ! vm exec --name "$name" --timeout 60 -- sh -c 'test -s /tmp/perftest-server.log' >/dev/null 2>&1; then
-      retried=" [run once more: the guest's perftest server had not started (its log empty, port $forward"
+      retried=" [run once more: the guest's perftest server did not answer (its log empty, port $forward"
       retried+=" $listening, ${refusal#NdkConnect failed: })]"
       mv "$log" "${log%.log}-first-attempt.log"
       next_spare

@@ -3,6 +3,8 @@
 // ends of both connections here) times 64 B Read round trips. Bound, relative so that a slow or loaded machine
 // does not decide it: at least 4 round trips complete during the transfer, none takes more than a quarter of
 // it. A lane that served one socket until it had nothing more would hold a round trip for the whole transfer.
+// Under TSan only the count is checked: its overhead alone gave round trips of up to 28% of the transfer (358 ms
+// of 1260 ms, median 12 ms, with other tests running), so the ASan run holds the latency bound.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -98,7 +100,9 @@ TEST_F(FairnessTest, WIRE_ABulkReadDoesNotStarveAnotherConnectionsRoundTrip) {
         "ms, max %.2f ms\n",
         bulk_ms, round_trips_ms.size(), median, p99, most);
     EXPECT_GE(round_trips_ms.size(), 4u) << "round trips completed while the bulk ran";
+#if !defined(__SANITIZE_THREAD__)
     EXPECT_LT(most, bulk_ms / 4) << "a round trip waited behind the bulk transfer";
+#endif
 
     for (NDK_CONNECTOR* connector : {second.active, second.passive}) Close(&connector->Header);
     for (NDK_QP* qp : {qp_a2, qp_b2}) Close(&qp->Header);
@@ -181,7 +185,9 @@ TEST_F(FloodFairnessTest, WIRE_APeerFloodingSmallWritesDoesNotStarveAnotherConne
 // The per-wake read cap itself (issue 18 §2): a raw peer floods 16 KiB Writes, one or two reads each, and keeps
 // the socket full. The FPDU cap (2048 per wake) would let one wake read 32 MiB; the read cap ends it after 64
 // reads. transport::MostReadsInOneWake() is the most any wake made: it reaches the cap (the socket always had
-// more) and never passes it.
+// more) and never passes it. The flood lasts until a wake reached the cap, at most 5 s: under TSan, after the
+// test above, the lane once kept pace with a 1 s flood (583 MiB) and no wake made more than 12 reads. The count
+// is process-wide, so it is reset first: an earlier test that reached 64 made the first check vacuous.
 TEST_F(FloodFairnessTest, WIRE_AWakeReadsAtMost64TimesFromAPeerFloodingLargeWrites) {
     ASSERT_NO_FATAL_FAILURE(Handshake());
     constexpr size_t kWrite = 4 * PAGE_SIZE;  // B's whole buffer
@@ -190,13 +196,14 @@ TEST_F(FloodFairnessTest, WIRE_AWakeReadsAtMost64TimesFromAPeerFloodingLargeWrit
         const std::vector<uint8_t> fpdu = WriteFpdu(Token(), Base(), kWrite);
         burst.insert(burst.end(), fpdu.begin(), fpdu.end());
     }
+    transport::ResetMostReadsInOneWake();  // earlier tests in this process may have reached the cap already
     timeval send_timeout{1, 0};
     setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
     std::atomic<uint64_t> flooded{0};
-    constexpr auto kFlood = std::chrono::seconds(1);
+    constexpr auto kMostFlood = std::chrono::seconds(5);
     const auto flood_start = Clock::now();
     std::thread flood([&] {
-        while (Clock::now() - flood_start < kFlood) {
+        while (Clock::now() - flood_start < kMostFlood && transport::MostReadsInOneWake() < 64) {
             const ssize_t sent = ::send(fd_, burst.data(), burst.size(), MSG_NOSIGNAL);
             if (sent <= 0) break;
             flooded += static_cast<uint64_t>(sent);
@@ -205,8 +212,9 @@ TEST_F(FloodFairnessTest, WIRE_AWakeReadsAtMost64TimesFromAPeerFloodingLargeWrit
     flood.join();
     EXPECT_TRUE(WaitFor([&] { return transport::MostReadsInOneWake() >= 64; }))
         << "no wake found the socket full for 64 reads; flooded " << flooded.load() << " bytes";
-    std::printf("a raw peer flooded %.0f MiB of 16 KiB Writes for 1 s; the most reads in one wake: %u\n",
-                static_cast<double>(flooded.load()) / (1 << 20), transport::MostReadsInOneWake());
+    const double flood_ms = std::chrono::duration<double, std::milli>(Clock::now() - flood_start).count();
+    std::printf("a raw peer flooded %.0f MiB of 16 KiB Writes for %.0f ms; the most reads in one wake: %u\n",
+                static_cast<double>(flooded.load()) / (1 << 20), flood_ms, transport::MostReadsInOneWake());
     EXPECT_EQ(transport::MostReadsInOneWake(), 64u) << "a wake read past its cap";
     EXPECT_EQ(disconnects_c_.count, 0) << "the flooding peer's valid Writes ended its connection";
 }
