@@ -93,6 +93,16 @@ MpaHandshake::Verdict MpaHandshake::Received(size_t count) {
     // RFC 6581 §5: the responder's ORD may not exceed the IRD we offered. Not lowered in silence: its Read Requests
     // would exceed what we hold. Refused as siw does, with a Terminate (issue 18 §3.2).
     if (frame.enhanced && !frame.reject && frame.words.ord > offer_.ird) return Verdict::kOrdAboveOurIrd;
+    // RFC 6581 §3: a responder that takes P2P picks one of the RTR types we offered. One we never offered is
+    // refused as a responder refuses the mirror case, with Terminate LLP/MPA 0x07 (issue 34 §1.2). Both offered
+    // and both picked: the Write RTR, which needs no IRD slot.
+    const bool offered_any = offer_.write_rtr || offer_.read_rtr;
+    if (frame.enhanced && !frame.reject && offer_.peer_to_peer && offered_any && frame.words.peer_to_peer) {
+        const bool write = offer_.write_rtr && frame.words.write_rtr;
+        const bool read = offer_.read_rtr && frame.words.read_rtr;
+        if (!write && !read) return Verdict::kNoMatchingRtr;
+        read_rtr_ = read && !write;
+    }
     return Verdict::kComplete;
 }
 

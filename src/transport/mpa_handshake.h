@@ -55,6 +55,7 @@ public:
         kRefusedAnswered,  // markers asked, or rev 2 without its words: send RefusalBytes(), then close (siw)
         kRefused,          // a wrong key, revision or length: close without an answer (siw)
         kOrdAboveOurIrd,   // active: the Reply's ORD exceeds the IRD we offered: Terminate LLP 0x06 (RFC 6581 §5)
+        kNoMatchingRtr,    // active: a P2P Reply picks no RTR type we offered: Terminate LLP 0x07 (RFC 6581 §3)
     };
     // Where the next bytes of the peer's frame go, and how many are needed at most.
     std::span<uint8_t> Room();
@@ -68,6 +69,8 @@ public:
     const MpaOffer& offer() const { return offer_; }  // ours, with the RTR chosen for a passive side
     bool crc() const { return crc_; }
     bool peer_to_peer() const { return peer_.enhanced && peer_.words.peer_to_peer; }
+    // Active, after kComplete: the RTR we send is a zero-length Read (the Reply picked the Read RTR we offered).
+    bool read_rtr() const { return read_rtr_; }
     bool nothing_read() const { return have_ == 0; }
 
 private:
@@ -80,6 +83,7 @@ private:
     size_t want_ = wire::kMpaHeaderSize;
     std::vector<uint8_t> refusal_;
     bool crc_ = false;
+    bool read_rtr_ = false;
 };
 
 }  // namespace softndk::transport

@@ -150,6 +150,10 @@ void MpaLink::ReadMpa() {
         stream_->TerminateNow(wire::term::kLlpInsufficientIrd, STATUS_CONNECTION_REFUSED);
         return;
     }
+    if (verdict == MpaHandshake::Verdict::kNoMatchingRtr) {  // RFC 6581 §3, issue 34 §1.2
+        stream_->TerminateNow(wire::term::kLlpNoMatchingRtr, STATUS_CONNECTION_REFUSED);
+        return;
+    }
     Emit(Event::kMpaReceived);
     if (handshake_.peer().reject && !stream_->ended())
         stream_->End(STATUS_CONNECTION_REFUSED, 0, false);  // the CM has reported the refusal
@@ -204,9 +208,8 @@ void MpaLink::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
         self.phase_ = Phase::kRdma;
         self.stream_->EnterRdma(qp, ird, ord, false);
     });
-    // Read by the lane before kMpaReceived, so settled here.
-    const MpaPeer& peer = handshake_.peer();
-    stream_->QueueRtr(handshake_.peer_to_peer() && peer.words.read_rtr && !peer.words.write_rtr);
+    // Settled by the lane before kMpaReceived: the type the Reply picked among those we offered.
+    stream_->QueueRtr(handshake_.peer_to_peer() && handshake_.read_rtr());
 }
 
 }  // namespace softndk::transport

@@ -374,19 +374,22 @@ void TcpConnection::ScheduleStallCheck() {
 void TcpConnection::CheckStall() {
     if (phase_ != Phase::kRdma && phase_ != Phase::kAwaitRtr) return;
     const Rx& rx = *rx_;
-    // Open work the peer must move: an FPDU or a message half received, a Read waiting for its Response (a frozen
-    // peer's kernel still ACKs the Request), or our bytes it does not take.
+    // Open work the peer must move: an FPDU or a message half received, a Read whose Request went out and whose
+    // Response is not in (a frozen peer's kernel still ACKs the Request), or our bytes the socket would not take.
+    // What the consumer has not sent is not the peer's debt (issue 34 §1.3): a deferred post waiting for its
+    // doorbell, or a Read Request still queued behind it.
     bool inside = rx.step != Rx::Step::kHead || rx.head_have != 0 || rx.send_open || rx.tagged_open;
-    {
-        std::lock_guard lock(reads_mutex_);
-        inside = inside || !reads_.empty();
-    }
     bool sending;
     uint64_t tx_bytes;
     {
-        std::lock_guard lock(send_mutex_);
-        sending = !out_.empty() && !hold_fpdus_ && !draining_;
+        std::lock_guard lock(send_mutex_);  // then reads_mutex_: Submit queues a Read there before it enqueues it
+        sending = want_write_ && !draining_;
         tx_bytes = tx_bytes_;
+        size_t unsent_read_requests = 0;
+        for (const std::unique_ptr<OutMessage>& message : out_)
+            if (message->opcode == wire::RdmapOpcode::kReadRequest) ++unsent_read_requests;
+        std::lock_guard reads_lock(reads_mutex_);
+        inside = inside || reads_.size() > unsent_read_requests;
     }
     const bool moved = rx_bytes_ != stall_rx_seen_ || tx_bytes != stall_tx_seen_;
     stall_rx_seen_ = rx_bytes_;

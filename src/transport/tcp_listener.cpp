@@ -135,15 +135,24 @@ void TcpListener::ResumeAccepting() {
     progress_->Modify(watched_, EPOLLIN);  // level-triggered: a waiting connection wakes the lane again
 }
 
+// The half-open links go with the listener: it is their only owner (their MPA timers hold them weakly), so a link
+// let go of here would leave a silent peer's socket watched, with no timer and no event to end it, until the
+// adapter closes (issue 34 §1.1). Each is reset, as MakeRoomLocked resets the oldest.
 void TcpListener::Close() {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    closed_ = true;
-    on_request_ = nullptr;
-    if (watched_ != nullptr) progress_->Unwatch(watched_);
-    watched_ = nullptr;
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+    std::list<HalfOpen> half_open;
+    {
+        std::lock_guard lock(mutex_);
+        if (closed_) return;
+        closed_ = true;
+        on_request_ = nullptr;
+        if (watched_ != nullptr) progress_->Unwatch(watched_);
+        watched_ = nullptr;
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+        half_open.swap(half_open_);
+    }
+    for (HalfOpen& entry : half_open)
+        if (entry.connection) entry.connection->Close(nullptr);  // a reset; no event follows
 }
 
 }  // namespace softndk::transport

@@ -31,7 +31,8 @@ public:
     static NTSTATUS Listen(engine::ProgressEngine* progress, sockaddr_storage* address, const TcpOptions& options,
                            OnRequest on_request, std::shared_ptr<TcpListener>* out);
     ~TcpListener();
-    // Stops accepting. A Request that arrives later is refused (its connection closed).
+    // Stops accepting and resets the sockets whose MPA Request is not in yet. A Request that arrives later is
+    // refused (its connection closed).
     void Close();
 
     // For tests and tools: sockets accepted whose MPA Request is not in yet, and accepts paused so far.

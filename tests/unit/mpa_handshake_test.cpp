@@ -150,6 +150,43 @@ TEST(MpaHandshakeTest, WIRE_CM_03_AReplyWhoseOrdExceedsOurIrdIsRefused) {
     }
 }
 
+// Issue 34 §1.2 (RFC 6581 §3): a P2P Reply must pick an RTR type we offered; which one we send follows it.
+TEST(MpaHandshakeTest, WIRE_CM_04_AP2pReplyMustPickAnOfferedRtrType) {
+    struct Case {
+        bool offer_write, offer_read, pick_write, pick_read;
+        Verdict verdict;
+        bool read_rtr;
+    };
+    const Case cases[] = {
+        {true, false, true, false, Verdict::kComplete, false},
+        {true, false, false, true, Verdict::kNoMatchingRtr, false},  // the ndkperf --client case
+        {false, true, true, false, Verdict::kNoMatchingRtr, false},
+        {false, true, false, true, Verdict::kComplete, true},
+        {true, true, false, true, Verdict::kComplete, true},
+        {true, true, true, true, Verdict::kComplete, false},  // both picked: the Write RTR
+        {true, false, true, true, Verdict::kComplete, false},
+        {true, false, false, false, Verdict::kNoMatchingRtr, false},  // P2P, no type
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(testing::Message() << "offered W" << c.offer_write << " R" << c.offer_read << ", picked W"
+                                        << c.pick_write << " R" << c.pick_read);
+        MpaOffer offer;
+        offer.ird = 2;
+        offer.ord = 2;
+        offer.peer_to_peer = true;
+        offer.write_rtr = c.offer_write;
+        offer.read_rtr = c.offer_read;
+        MpaHandshake active(true, false);
+        active.Request(offer);
+        wire::MpaEnhancedWords words;
+        words.peer_to_peer = true;
+        words.write_rtr = c.pick_write;
+        words.read_rtr = c.pick_read;
+        EXPECT_EQ(Feed(active, Bytes(wire::MakeMpaReply(false, &words, {})), 64), c.verdict);
+        if (c.verdict == Verdict::kComplete) EXPECT_EQ(active.read_rtr(), c.read_rtr);
+    }
+}
+
 TEST(MpaHandshakeTest, WIRE_APrivateDataTooLongForAFrameBuildsNoRequest) {
     MpaOffer offer;
     offer.private_data.assign(wire::kMpaMaxPrivateData + 1, 0);

@@ -2,7 +2,9 @@
 // posting order (QP-01), READ_FENCE (QP-11) and the negotiated read limit (QP-19) on iWARP/TCP. Each test fails
 // if a batch were handed to the wire out of order, a fenced request gathered before the earlier Reads landed, or
 // a batch of Reads sent past ORD (the peer terminates beyond its IRD). Also run under TSan (label concurrency).
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "support/connected_pair.h"
@@ -135,6 +137,45 @@ TEST_P(BatchingTest, QP_19_CB_15_DeferredReadsStayWithinTheNegotiatedLimit) {
     EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS) << "the connection did not survive the deferred Reads";
     for (NDK_OBJECT_HEADER* object : {&connectors.active->Header, &connectors.passive->Header, &a->Header, &b->Header})
         Close(object);
+}
+
+// Issue 34 §1.3 (MR-19, CB-15): a Read posted with NDK_OP_FLAG_DEFER, with the backstop off (DeferBackstopMs 0,
+// as a hardware doorbell), waits for the consumer's doorbell, not for the peer. The stall check must not count it
+// as the peer's debt: held for several stall timeouts and then rung, it completes with success and the connection
+// stays up. Before the fix the stream was reset as "connection lost" after PeerStallTimeoutMs and the Read
+// completed STATUS_CANCELLED.
+class DeferredStallTest : public BatchingTest {
+protected:
+    static constexpr ULONG kStallMs = 200;
+    void Customize(SOFTNDK_ADAPTER_CONFIG& config) override {
+        BatchingTest::Customize(config);
+        config.PeerStallTimeoutMs = kStallMs;
+        config.DeferBackstopMs = 0;  // only the consumer rings
+    }
+};
+SOFTNDK_ALL_MODES(DeferredStallTest);
+
+TEST_P(DeferredStallTest, MR_19_CB_15_ADeferredReadHeldPastTheStallTimeoutCompletesOnceRung) {
+    std::memset(buffer_b_->data(), 0x3C, 128);
+    std::memset(buffer_a_->data(), 0, 128);
+    NDK_SGE first = Sge(mr_a_, buffer_a_->data(), 64);
+    NDK_SGE second = Sge(mr_a_, buffer_a_->data() + 64, 64);
+    ASSERT_EQ(
+        qp_a_->Dispatch->NdkRead(qp_a_, Context(0), &first, 1, RemoteAddress(*buffer_b_), RemoteB(), NDK_OP_FLAG_DEFER),
+        STATUS_SUCCESS);
+    // A stall is cut between one and one and a quarter timeouts after it began: four are well past it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(4 * kStallMs));
+    EXPECT_EQ(Pending(cq_a_), 0u) << "the deferred Read completed before its doorbell (flushed?)";
+    EXPECT_EQ(disconnects_a_.count, 0) << "the stream was ended while the consumer held the Read";
+    ASSERT_EQ(qp_a_->Dispatch->NdkRead(qp_a_, Context(1), &second, 1, RemoteAddress(*buffer_b_, 64), RemoteB(), 0),
+              STATUS_SUCCESS);  // the doorbell
+    for (int i = 0; i < 2; ++i) {
+        const NDK_RESULT_EX result = Poll(cq_a_);
+        EXPECT_EQ(result.Status, STATUS_SUCCESS)
+            << i << ": ProviderErrorCode 0x" << std::hex << result.ProviderErrorCode;
+        EXPECT_EQ(result.RequestContext, Context(i));
+    }
+    for (int i = 0; i < 128; ++i) ASSERT_EQ(buffer_a_->data()[i], 0x3C) << i;
 }
 
 }  // namespace

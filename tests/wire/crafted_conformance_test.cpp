@@ -131,6 +131,33 @@ TEST_F(CraftedConformanceTest, WIRE_CM_03_ReplyWithAnOrdAboveOurIrdIsRefused) {
     EXPECT_EQ(terminate->cause, term::kLlpInsufficientIrd) << wire::FormatTerminateCause(terminate->cause);
 }
 
+// Issue 34 §1.2 (RFC 6581 §3, CM-04): the responder must pick an RTR type the initiator offered. softndk offers
+// the Write RTR only; a Reply that picks the Read RTR (with IRD 0, so the zero-length Read would not even fit)
+// is refused as the responder refuses the mirror case: NdkConnect fails with STATUS_CONNECTION_REFUSED and the
+// responder reads a Terminate LLP/MPA 0x07 (no matching RTR). Before, the initiator sent a zero-length Read
+// Request and carried on as if connected.
+TEST_F(CraftedConformanceTest, WIRE_CM_04_AReplyThatPicksAnRtrWeDidNotOfferIsRefused) {
+    NDK_CONNECTOR* connector = Owned(CreateConnector());
+    NDK_QP* qp = Owned(CreateQp(cq_a_, cq_a_, nullptr));
+    Completion connected;
+    NTSTATUS returned = STATUS_PENDING;
+    wire::MpaFrame offered;
+    std::vector<uint8_t> request;
+    ASSERT_NO_FATAL_FAILURE(ConnectToRawResponder(connector, qp, connected, &returned, &offered, &request));
+    ASSERT_TRUE(offered.words.peer_to_peer);
+    ASSERT_TRUE(offered.words.write_rtr && !offered.words.read_rtr) << "softndk offers the Write RTR only";
+    wire::MpaEnhancedWords words;
+    words.ird = 0;
+    words.ord = 0;
+    words.peer_to_peer = true;
+    words.read_rtr = true;  // never offered
+    SendBytes(MpaBytes(wire::MakeMpaReply(false, &words, {})));
+    EXPECT_EQ(connected.Wait(returned), STATUS_CONNECTION_REFUSED);
+    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+    ASSERT_TRUE(terminate.has_value()) << "no Terminate before the close";
+    EXPECT_EQ(terminate->cause, term::kLlpNoMatchingRtr) << wire::FormatTerminateCause(terminate->cause);
+}
+
 // Issue 18 §3.4 (RFC 6581 §6, CM-08): the RTR is the initiator's first FPDU even when another thread posts the
 // moment the QP is connected. A thread spins on NdkSend while NdkCompleteConnect runs; the raw responder must read
 // the zero-length Write RTR first, then the Send. Before the fix the QP took posts before the RTR was queued.

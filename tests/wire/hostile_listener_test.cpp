@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include "wire/crafted_peer.h"
@@ -152,51 +153,111 @@ TEST_F(HostileListenerTest, WIRE_CM_04_AcceptOutOfDescriptorsPausesWithoutSpinni
     EXPECT_TRUE(GoodClientIsServed());  // descriptors are free again
 }
 
+// An adapter over TCP with one listener on an ephemeral loopback port, for the teardown cases below.
+struct ListeningAdapter {
+    NDK_ADAPTER* adapter = nullptr;
+    NDK_LISTENER* listener = nullptr;
+    ConnectEvents events;
+    uint16_t port = 0;
+
+    void Open(ULONG mpa_request_timeout_ms) {
+        SOFTNDK_ADAPTER_CONFIG config;
+        SoftNdkInitAdapterConfig(&config);
+        config.Transport = SOFTNDK_TRANSPORT_TCP;
+        config.MpaRequestTimeoutMs = mpa_request_timeout_ms;
+        ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
+        Completion created;
+        ASSERT_EQ(created.Wait(adapter->Dispatch->NdkCreateListener(adapter, &ConnectEvents::OnConnect, &events,
+                                                                    &Completion::OnCreate, &created, &listener)),
+                  STATUS_SUCCESS);
+        if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
+        SOCKADDR_IN address = Loopback(0);
+        Completion listened;
+        ASSERT_EQ(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
+                                                              sizeof(address), &Completion::OnRequest, &listened)),
+                  STATUS_SUCCESS);
+        SOCKADDR_IN local{};
+        ULONG length = sizeof(local);
+        ASSERT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&local), &length),
+                  STATUS_SUCCESS);
+        port = ntohs(local.sin_port);
+    }
+    void CloseListener() {
+        Completion closed;
+        EXPECT_EQ(closed.Wait(listener->Dispatch->NdkCloseListener(&listener->Header, &Completion::OnClose, &closed)),
+                  STATUS_SUCCESS);
+        listener = nullptr;
+    }
+    ~ListeningAdapter() {
+        if (listener != nullptr) CloseListener();
+        if (adapter != nullptr) SoftNdkCloseAdapter(adapter);
+    }
+};
+
+// A silent raw client of `port`, accepted and waiting for its MPA Request by the time this returns.
+int SilentClient(uint16_t port) {
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (client < 0 || !ConnectRaw(client, port, {})) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted, its Request awaited
+    return client;
+}
+
+// True when `client` reads EOF or a reset within `wait`.
+bool ClosedByPeerWithin(int client, std::chrono::milliseconds wait, std::string* what) {
+    timeval timeout{static_cast<time_t>(wait.count() / 1000), static_cast<suseconds_t>(wait.count() % 1000 * 1000)};
+    setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    uint8_t byte;
+    const ssize_t got = ::recv(client, &byte, 1, 0);
+    const int error = errno;
+    *what = "recv " + std::to_string(got) + ", errno " + std::to_string(got < 0 ? error : 0);
+    return got == 0 || (got < 0 && error == ECONNRESET);
+}
+
 // Review of the MpaLink split (issue 18 §1): a silent client's half-open connection, with no MPA timeout, must
 // not outlive the adapter. The listener owns its half-open links and each link its stream; the stream refers to
 // the link weakly, so closing the listener and then the adapter closes the socket (the client reads EOF or a
 // reset) and frees everything (LeakSanitizer checks at exit in the ASan run). With the link and its stream
 // holding each other, the socket stayed open and both leaked.
 TEST(HalfOpenTeardownTest, WIRE_CM_23_ASilentClientsSocketIsClosedWhenTheListenerAndAdapterClose) {
-    SOFTNDK_ADAPTER_CONFIG config;
-    SoftNdkInitAdapterConfig(&config);
-    config.Transport = SOFTNDK_TRANSPORT_TCP;
-    config.MpaRequestTimeoutMs = 0;  // no timeout: only the teardown can end it
-    NDK_ADAPTER* adapter = nullptr;
-    ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS) << SoftNdkGetLastErrorText();
-    ConnectEvents events;
-    Completion created;
-    NDK_LISTENER* listener = nullptr;
-    ASSERT_EQ(created.Wait(adapter->Dispatch->NdkCreateListener(adapter, &ConnectEvents::OnConnect, &events,
-                                                                &Completion::OnCreate, &created, &listener)),
-              STATUS_SUCCESS);
-    if (listener == nullptr) listener = reinterpret_cast<NDK_LISTENER*>(created.object());
-    SOCKADDR_IN address = Loopback(0);
-    Completion listened;
-    ASSERT_EQ(listened.Wait(listener->Dispatch->NdkListen(listener, reinterpret_cast<PSOCKADDR>(&address),
-                                                          sizeof(address), &Completion::OnRequest, &listened)),
-              STATUS_SUCCESS);
-    SOCKADDR_IN local{};
-    ULONG length = sizeof(local);
-    ASSERT_EQ(listener->Dispatch->NdkGetLocalAddress(listener, reinterpret_cast<PSOCKADDR>(&local), &length),
-              STATUS_SUCCESS);
-    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    auto open = std::make_unique<ListeningAdapter>();
+    ASSERT_NO_FATAL_FAILURE(open->Open(0));  // no timeout: only the teardown can end it
+    const int client = SilentClient(open->port);
     ASSERT_GE(client, 0);
-    ASSERT_TRUE(ConnectRaw(client, ntohs(local.sin_port), {}));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted, its Request awaited
-    Completion closed;
-    EXPECT_EQ(closed.Wait(listener->Dispatch->NdkCloseListener(&listener->Header, &Completion::OnClose, &closed)),
-              STATUS_SUCCESS);
-    SoftNdkCloseAdapter(adapter);
-    timeval timeout{5, 0};
-    setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    uint8_t byte;
-    const ssize_t got = ::recv(client, &byte, 1, 0);
-    const int error = errno;
-    EXPECT_TRUE(got == 0 || (got < 0 && error == ECONNRESET))
-        << "the half-open socket outlived the adapter: recv " << got << ", errno " << error;
-    EXPECT_EQ(events.count.load(), 0);
+    const int connects = open->events.count.load();
+    open.reset();  // the listener, then the adapter
+    std::string what;
+    EXPECT_TRUE(ClosedByPeerWithin(client, std::chrono::seconds(5), &what))
+        << "the half-open socket outlived the adapter: " << what;
+    EXPECT_EQ(connects, 0);
     ::close(client);
+}
+
+// Issue 34 §1.1 (CM-23): closing the listener alone ends its half-open sockets. The listener was their only
+// owner and their MPA timers hold them weakly, so a silent client kept its descriptor, stream and epoll watch
+// until SoftNdkCloseAdapter: up to MaxHalfOpen sockets per listener close. With the adapter kept open, the
+// client reads EOF or a reset within MpaRequestTimeoutMs of the listener's close, and the process's descriptor
+// count returns to what it was before the client came, less the listening socket.
+TEST(HalfOpenTeardownTest, WIRE_CM_23_ClosingTheListenerAloneEndsItsSilentClientsWithinTheRequestTimeout) {
+    constexpr auto kRequestTimeout = std::chrono::milliseconds(3000);
+    ListeningAdapter open;
+    ASSERT_NO_FATAL_FAILURE(open.Open(static_cast<ULONG>(kRequestTimeout.count())));
+    const size_t baseline = OpenDescriptors();
+    const int client = SilentClient(open.port);
+    ASSERT_GE(client, 0);
+    open.CloseListener();
+    const auto closed_at = std::chrono::steady_clock::now();
+    std::string what;
+    EXPECT_TRUE(ClosedByPeerWithin(client, kRequestTimeout, &what))
+        << "the half-open socket outlived its listener: " << what;
+    ::close(client);
+    const size_t expected = baseline - 1;  // the listening socket is gone too
+    size_t now = OpenDescriptors();
+    while (now != expected && std::chrono::steady_clock::now() - closed_at < kRequestTimeout) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        now = OpenDescriptors();
+    }
+    EXPECT_EQ(now, expected) << "descriptors held after the listener closed (the adapter is still open)";
+    EXPECT_EQ(open.events.count.load(), 0);
 }
 
 }  // namespace
