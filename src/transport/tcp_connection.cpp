@@ -308,15 +308,18 @@ void TcpConnection::ScheduleKicks(int round) {
 
 void TcpConnection::KickIfSilent() {
     if (phase_ != Phase::kRdma || closed_.load() || heard_.load()) return;
+    std::vector<Finished> finished;
     {
         std::lock_guard lock(send_mutex_);
-        if (fin_pending_ || close_after_send_ || dropping_) return;
+        // Only into an empty queue (issue 34 §1.3): a kick must not send what deferred posts hold for their
+        // doorbell (CB-15), and behind bytes on their way the peer has something to read anyway.
+        if (fin_pending_ || close_after_send_ || dropping_ || !out_.empty()) return;
+        auto kick = std::make_unique<OutMessage>();
+        kick->opcode = wire::RdmapOpcode::kWrite;
+        kick->stag = 1;
+        out_.push_back(std::move(kick));
+        PumpLocked(&finished);
     }
-    auto kick = std::make_unique<OutMessage>();
-    kick->opcode = wire::RdmapOpcode::kWrite;
-    kick->stag = 1;
-    std::vector<Finished> finished;
-    Enqueue(std::move(kick), &finished);
     RunFinished(&finished);
 }
 

@@ -183,7 +183,9 @@ TEST(MpaHandshakeTest, WIRE_CM_04_AP2pReplyMustPickAnOfferedRtrType) {
         words.write_rtr = c.pick_write;
         words.read_rtr = c.pick_read;
         EXPECT_EQ(Feed(active, Bytes(wire::MakeMpaReply(false, &words, {})), 64), c.verdict);
-        if (c.verdict == Verdict::kComplete) EXPECT_EQ(active.read_rtr(), c.read_rtr);
+        if (c.verdict == Verdict::kComplete) {
+            EXPECT_EQ(active.read_rtr(), c.read_rtr);
+        }
     }
 }
 
