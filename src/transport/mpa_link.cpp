@@ -173,9 +173,9 @@ void MpaLink::Accept(MpaOffer reply, engine::QueuePair* qp, uint32_t ird, uint32
         }
         TcpConnection& stream = *self.stream_;
         stream.Agree(self.handshake_.crc(), self.handshake_.offer().read_rtr);
-        stream.HoldFpdus();  // RFC 5044 §7.1.2: what the consumer posts waits for the initiator's first FPDU
         self.phase_ = Phase::kRdma;
-        stream.EnterRdma(qp, ird, ord, p2p);
+        // RFC 5044 §7.1.2: what the consumer posts waits for the initiator's first FPDU, the RTR with P2P.
+        stream.EnterRdma(qp, ird, ord, p2p ? TcpConnection::Await::kRtr : TcpConnection::Await::kFirstFpdu);
         stream.SendRaw(bytes.data(), bytes.size());
         if (!p2p && !stream.ended()) stream.Emit(Event::kEstablished);
     });
@@ -206,7 +206,7 @@ void MpaLink::Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord) {
             return;
         }
         self.phase_ = Phase::kRdma;
-        self.stream_->EnterRdma(qp, ird, ord, false);
+        self.stream_->EnterRdma(qp, ird, ord, TcpConnection::Await::kNothing);
     });
     // Settled by the lane before kMpaReceived: the type the Reply picked among those we offered.
     stream_->QueueRtr(handshake_.peer_to_peer() && handshake_.read_rtr());

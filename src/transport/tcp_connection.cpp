@@ -145,7 +145,7 @@ void TcpConnection::Start(uint32_t events) {
     // The handler holds the connection until CloseSocket unwatches it.
     std::lock_guard lock(send_mutex_);
     watched_ = progress_->Watch(lane_, fd_, events, [self](uint32_t ready) { self->OnReady(ready); });
-    if (watched_ == nullptr) progress_->Post(lane_, [self] { self->Shutdown(STATUS_INSUFFICIENT_RESOURCES, 0, true); });
+    if (watched_ == nullptr) progress_->Post(lane_, [self] { self->End(STATUS_INSUFFICIENT_RESOURCES, 0, true); });
 }
 
 void TcpConnection::Emit(Event event, NTSTATUS status) {
@@ -158,15 +158,15 @@ void TcpConnection::Emit(Event event, NTSTATUS status) {
 }
 
 void TcpConnection::OnReady(uint32_t events) {
-    if (phase_ == Phase::kClosed) {
-        ContinueDrain(events);
-        return;
-    }
+    const StreamState state = this->state();
+    if (state == StreamState::kDraining) return ContinueDrain(events);
+    if (state == StreamState::kEnding) return EndDropped();      // nothing is read from a dropped stream
+    if (StreamEnded(state)) return;                              // unwatched already: an event that was on its way
     if (peer_fin_.load() && (events & (EPOLLHUP | EPOLLERR))) {  // both FINs are through, or a reset after the FIN
-        Shutdown(STATUS_SUCCESS, 0, false);
+        End(STATUS_SUCCESS, 0, false);
         return;
     }
-    if (phase_ == Phase::kPrelude && connecting_) {
+    if (state == StreamState::kPrelude && connecting_) {
         ToPrelude(events);
         return;
     }
@@ -179,10 +179,10 @@ void TcpConnection::OnReady(uint32_t events) {
             if (!want_write_) RearmLocked();
         }
         RunFinished(&finished);
-        if (phase_ == Phase::kClosed) return;
+        if (ended()) return;
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        if (phase_ == Phase::kPrelude)
+        if (this->state() == StreamState::kPrelude)
             ToPrelude(events);
         else
             ReadFpdus();
@@ -193,7 +193,7 @@ void TcpConnection::ToPrelude(uint32_t events) {
     if (const std::shared_ptr<StreamPrelude> prelude = prelude_.lock())
         prelude->OnPreludeReady(events);
     else  // its owner let go of the exchange (a listener or a connector closed): nobody waits for an event
-        Shutdown(STATUS_CONNECTION_ABORTED, 0, false);
+        End(STATUS_CONNECTION_ABORTED, 0, false);
 }
 
 void TcpConnection::MeasurePath() {
@@ -228,11 +228,6 @@ void TcpConnection::ResetOnClose() {
     ResetOnCloseLocked();
 }
 
-void TcpConnection::HoldFpdus() {
-    std::lock_guard lock(send_mutex_);
-    hold_fpdus_ = true;
-}
-
 // RFC 5044 §5.1: the ULPDU bytes one FPDU may carry on this path (536 when the MSS is not known yet).
 size_t TcpConnection::PathMaxUlpdu() const {
     int mss = 0;
@@ -260,7 +255,10 @@ void TcpConnection::SendRaw(const uint8_t* data, size_t size) {
 }
 
 void TcpConnection::TerminateNow(wire::TerminateCause cause, NTSTATUS status) {
-    phase_ = Phase::kRdma;  // the Terminate is an FPDU
+    {
+        std::lock_guard lock(send_mutex_);
+        MoveToLocked(StreamState::kRdma);  // the Terminate is an FPDU
+    }
     Fail(cause, status, nullptr, 0);
 }
 
@@ -300,20 +298,20 @@ void TcpConnection::ScheduleKicks(int round) {
     std::weak_ptr<TcpConnection> weak = weak_from_this();
     options_.after(std::chrono::milliseconds(kDelaysMs[round]), [weak, round] {
         std::shared_ptr<TcpConnection> self = weak.lock();
-        if (!self || self->closed_.load() || self->heard_.load()) return;
+        if (!self || self->ended() || self->heard_.load()) return;
         self->progress_->Post(self->lane_, [self] { self->KickIfSilent(); });
         self->ScheduleKicks(round + 1);  // from the executor's own job: the executor is alive
     });
 }
 
 void TcpConnection::KickIfSilent() {
-    if (phase_ != Phase::kRdma || closed_.load() || heard_.load()) return;
+    if (heard_.load()) return;
     std::vector<Finished> finished;
     {
         std::lock_guard lock(send_mutex_);
         // Only into an empty queue (issue 34 §1.3): a kick must not send what deferred posts hold for their
         // doorbell (CB-15), and behind bytes on their way the peer has something to read anyway.
-        if (fin_pending_ || close_after_send_ || dropping_ || !out_.empty()) return;
+        if (state() != StreamState::kRdma || fin_ != Fin::kNone || !out_.empty()) return;
         auto kick = std::make_unique<OutMessage>();
         kick->opcode = wire::RdmapOpcode::kWrite;
         kick->stag = 1;
@@ -323,7 +321,7 @@ void TcpConnection::KickIfSilent() {
     RunFinished(&finished);
 }
 
-void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr) {
+void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, Await await) {
     qp_ = qp;
     // siw-facts §3.7: siw's read queues hold roundup_pow_of_two(limit) and a siw initiator fills its ORQ, so a
     // peer that negotiated ORD 5 may send 8 Read Requests. The inbound queue takes as many (docs/spec-decisions.md).
@@ -331,10 +329,11 @@ void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord,
     ord_ = ord;
     if (crc_)
         rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)
-    phase_ = await_rtr ? Phase::kAwaitRtr : Phase::kRdma;
-    prelude_.reset();  // the socket's events are the stream's from here
+    prelude_.reset();                              // the socket's events are the stream's from here
     {
         std::lock_guard lock(send_mutex_);
+        first_fpdu_is_rtr_ = await == Await::kRtr;
+        MoveToLocked(await == Await::kNothing ? StreamState::kRdma : StreamState::kAwaitRtr);  // not after a drop
         RearmLocked();
         WatchLivenessLocked();
     }
@@ -368,14 +367,15 @@ void TcpConnection::ScheduleStallCheck() {
     const auto period = std::max(options_.peer_stall_timeout / 4, std::chrono::milliseconds(1));
     options_.after(period, [weak] {
         std::shared_ptr<TcpConnection> self = weak.lock();
-        if (!self || self->closed_.load()) return;
+        if (!self || self->ended()) return;
         self->progress_->Post(self->lane_, [self] { self->CheckStall(); });
         self->ScheduleStallCheck();
     });
 }
 
 void TcpConnection::CheckStall() {
-    if (phase_ != Phase::kRdma && phase_ != Phase::kAwaitRtr) return;
+    const StreamState state = this->state();
+    if (state != StreamState::kRdma && state != StreamState::kAwaitRtr) return;
     const Rx& rx = *rx_;
     // Open work the peer must move: an FPDU or a message half received, a Read whose Request went out and whose
     // Response is not in (a frozen peer's kernel still ACKs the Request), or our bytes the socket would not take.
@@ -386,7 +386,7 @@ void TcpConnection::CheckStall() {
     uint64_t tx_bytes;
     {
         std::lock_guard lock(send_mutex_);  // then reads_mutex_: Submit queues a Read there before it enqueues it
-        sending = want_write_ && !draining_;
+        sending = want_write_;
         tx_bytes = tx_bytes_;
         size_t unsent_read_requests = 0;
         for (const std::unique_ptr<OutMessage>& message : out_)
@@ -406,226 +406,27 @@ void TcpConnection::CheckStall() {
         return;
     }
     if (now - stall_clock_ < options_.peer_stall_timeout) return;
-    {  // a reset: the peer that stopped gets no more of our bytes, and nothing waits on its window
-        std::lock_guard lock(send_mutex_);
-        ResetOnCloseLocked();
-    }
-    Shutdown(STATUS_IO_TIMEOUT, ProviderErrorOf(wire::term::kLlpConnectionLost), true);
+    // A reset: the peer that stopped gets no more of our bytes, and nothing waits on its window.
+    End(Ending{Ending::How::kReset, STATUS_IO_TIMEOUT, ProviderErrorOf(wire::term::kLlpConnectionLost), true});
 }
 
 void TcpConnection::Disconnect() {
     std::vector<Finished> finished;
     {
         std::lock_guard lock(send_mutex_);
-        if (closed_.load()) return;
-        fin_pending_ = true;
+        if (ended()) return;
+        if (fin_ == Fin::kNone) fin_ = Fin::kAfterQueue;
         PumpLocked(&finished);
     }
     RunFinished(&finished);
-}
-
-void TcpConnection::Close(std::function<void()> on_done, bool abortive) {
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self, on_done = std::move(on_done), abortive] {
-        if (self->phase_ != Phase::kClosed && self->fd_ >= 0 &&
-            (abortive || (!self->peer_fin_.load() && !self->fin_pending_))) {
-            std::lock_guard lock(self->send_mutex_);
-            self->ResetOnCloseLocked();
-        }
-        self->Shutdown(STATUS_CANCELLED, 0, false);
-        std::vector<Finished> finished;
-        std::vector<std::function<void()>> drained;
-        {
-            std::lock_guard lock(self->send_mutex_);
-            self->EndDrainLocked(&finished);  // a Terminate still waiting for room is given up
-            drained.swap(self->when_drained_);
-        }
-        self->RunFinished(&finished);
-        for (auto& run : drained) run();
-        self->CloseSocket();  // half-closed after a Terminate until now
-        if (on_done) on_done();
-    });
-}
-
-bool TcpConnection::StreamLost() {
-    std::lock_guard lock(send_mutex_);
-    if (fd_ < 0) return true;
-    pollfd probe{fd_, POLLRDHUP, 0};
-    return ::poll(&probe, 1, 0) > 0 && (probe.revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0;
 }
 
 void TcpConnection::Terminate(uint32_t provider_error) {
     // From the engine (a local protection error on a post): the cause it encoded (engine/transport.h).
     std::shared_ptr<TcpConnection> self = shared_from_this();
     progress_->Post(lane_, [self, provider_error] {
-        if (self->phase_ != Phase::kClosed)
-            self->Fail(CauseOfProviderError(provider_error), STATUS_CONNECTION_ABORTED, nullptr, 0);
+        self->Fail(CauseOfProviderError(provider_error), STATUS_CONNECTION_ABORTED, nullptr, 0);
     });
-}
-
-// The end, on the lane: everything outstanding is flushed (QP-21), the QP goes to error, the socket closes.
-void TcpConnection::Shutdown(NTSTATUS status, uint32_t provider_error, bool emit) {
-    if (phase_ == Phase::kClosed) return;
-    static const bool debug = std::getenv("SOFTNDK_WIRE_DEBUG") != nullptr;
-    if (debug)
-        std::fprintf(stderr, "softndk: %s connection %s -> %s ends in phase %d: status 0x%08X, cause %s\n",
-                     active_ ? "active" : "passive", FormatSockaddr(local_).c_str(), FormatSockaddr(remote_).c_str(),
-                     static_cast<int>(phase_), static_cast<unsigned>(status),
-                     provider_error != 0
-                         ? wire::FormatTerminateCause(
-                               wire::TerminateCause{static_cast<wire::ErrorLayer>((provider_error >> 12) & 0xF),
-                                                    static_cast<uint8_t>((provider_error >> 8) & 0xF),
-                                                    static_cast<uint8_t>(provider_error)})
-                               .c_str()
-                         : "none");
-    phase_ = Phase::kClosed;
-    end_cause_.store(provider_error);  // what a request that comes too late is flushed with (CQ-14)
-    closed_.store(true);
-    std::vector<Finished> finished;
-    // How the stream ends, decided once:
-    //  - drain: a Terminate the socket had no room for is kept, with the FPDU on its way before it (RFC 5040
-    //    §5.4: the peer must learn the cause), sent when the socket has room (ContinueDrain), then a FIN;
-    //  - half-close: a Terminate went out: a FIN, and the descriptor stays until the connector closes, so that
-    //    no reset overtakes the Terminate at the peer (HalfCloseSocket);
-    //  - close: nothing the peer must read, or the stream was dropped (DropLocked: a reset, like the
-    //    reset-on-close of an abort).
-    enum class StreamEnd { kDrain, kHalfClose, kClose } end = StreamEnd::kClose;
-    {
-        std::lock_guard lock(send_mutex_);
-        PumpLocked(&finished);  // a queued Terminate or Reject goes out now if the socket takes it
-        const OutMessage* terminate = QueuedTerminateLocked();
-        if (close_after_send_ && !dropping_)  // a dropped stream is reset, Terminate or not
-            end = fd_ >= 0 && terminate != nullptr ? StreamEnd::kDrain : StreamEnd::kHalfClose;
-        const bool drain = end == StreamEnd::kDrain;  // everything else is flushed now, with the cause (CQ-14)
-        const OutMessage* in_flight =
-            drain && !fpdus_.empty() && fpdus_.front().message != terminate ? fpdus_.front().message : nullptr;
-        if (drain)  // FPDUs name their messages: trimmed before any message is freed
-            while (!fpdus_.empty() && fpdus_.back().message != in_flight && fpdus_.back().message != terminate)
-                fpdus_.pop_back();
-        std::deque<std::unique_ptr<OutMessage>> kept;
-        for (std::unique_ptr<OutMessage>& message : out_) {
-            if (drain && (message.get() == in_flight || message.get() == terminate)) {
-                kept.push_back(std::move(message));
-                continue;
-            }
-            if (message->request) finished.push_back({std::move(message->request), {STATUS_CANCELLED, provider_error}});
-        }
-        out_ = std::move(kept);
-        if (drain) {
-            prepared_messages_ = std::min(prepared_messages_, out_.size());
-            draining_ = true;
-        } else {
-            fpdus_.clear();
-            prepared_messages_ = 0;
-        }
-        raw_out_.clear();
-    }
-    {
-        std::lock_guard lock(reads_mutex_);
-        for (OutstandingRead& read : reads_)
-            if (read.request) finished.push_back({std::move(read.request), {STATUS_CANCELLED, provider_error}});
-        reads_.clear();
-    }
-    inbound_reads_.store(0);
-    if (qp_ != nullptr) {
-        if (rx_->send_open) qp_->EndReceive(rx_->receive_context, 0, false, false, 0, STATUS_CANCELLED, 0);
-        rx_->send_open = false;
-        qp_->EnterError(true, provider_error);  // flushes the receives and the requests not yet handed over
-    }
-    rx_->receive.Clear();
-    rx_->grant.Clear();
-    switch (end) {
-        case StreamEnd::kDrain: {
-            std::lock_guard lock(send_mutex_);
-            want_write_ = true;  // the lane sends the rest when the socket has room (ContinueDrain)
-            RearmLocked();
-            break;
-        }
-        case StreamEnd::kHalfClose:
-            HalfCloseSocket();
-            break;
-        case StreamEnd::kClose:
-            CloseSocket();
-            break;
-    }
-    RunFinished(&finished);
-    qp_ = nullptr;
-    prelude_.reset();
-    if (emit) Emit(Event::kFailed, status);
-}
-
-const TcpConnection::OutMessage* TcpConnection::QueuedTerminateLocked() const {
-    for (const std::unique_ptr<OutMessage>& message : out_)
-        if (message->opcode == wire::RdmapOpcode::kTerminate) return message.get();
-    return nullptr;
-}
-
-void TcpConnection::WhenDrained(std::function<void()> done) {
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_, [self, done = std::move(done)]() mutable {
-        {
-            std::lock_guard lock(self->send_mutex_);
-            if (self->draining_) return self->when_drained_.push_back(std::move(done));
-        }
-        done();
-    });
-}
-
-void TcpConnection::ContinueDrain(uint32_t events) {
-    std::vector<Finished> finished;
-    std::vector<std::function<void()>> drained;
-    bool done = false;
-    {
-        std::lock_guard lock(send_mutex_);
-        if (!draining_) return;
-        want_write_ = false;
-        if ((events & (EPOLLERR | EPOLLHUP)) == 0) PumpLocked(&finished);
-        done = (events & (EPOLLERR | EPOLLHUP)) != 0 || dropping_ || QueuedTerminateLocked() == nullptr;
-        if (done) {
-            EndDrainLocked(&finished);
-            drained.swap(when_drained_);
-        }
-        if (!done && !want_write_) {  // sent all the socket took without EAGAIN: wait for room again
-            want_write_ = true;
-            RearmLocked();
-        }
-    }
-    RunFinished(&finished);
-    if (done) HalfCloseSocket();
-    for (auto& run : drained) run();
-}
-
-// The drain is over (sent, failed, or given up by Close): what it kept is flushed with the Shutdown's cause.
-void TcpConnection::EndDrainLocked(std::vector<Finished>* finished) {
-    if (!draining_) return;
-    draining_ = false;
-    for (std::unique_ptr<OutMessage>& message : out_)
-        if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, end_cause_.load()}});
-    out_.clear();
-    fpdus_.clear();
-    prepared_messages_ = 0;
-    want_write_ = false;
-}
-
-// After a Terminate: FIN, stop reading, keep the descriptor until Close(). Closing it now, with the peer's
-// next FPDUs unread, would make the kernel send a reset that can overtake the Terminate at the peer.
-void TcpConnection::HalfCloseSocket() {
-    std::lock_guard lock(send_mutex_);
-    if (fd_ < 0) return;
-    if (watched_ != nullptr) progress_->Unwatch(watched_);
-    watched_ = nullptr;
-    ::shutdown(fd_, SHUT_WR);
-    if (trace_) trace_->Fin(true);
-}
-
-void TcpConnection::CloseSocket() {
-    std::lock_guard lock(send_mutex_);  // a poster may be inside sendmsg
-    if (fd_ < 0) return;
-    if (watched_ != nullptr) progress_->Unwatch(watched_);
-    watched_ = nullptr;
-    ::close(fd_);
-    fd_ = -1;
-    if (trace_) reset_on_close_ ? trace_->Reset(true) : trace_->Fin(true);
 }
 
 }  // namespace softndk::transport

@@ -31,6 +31,7 @@
 #include "engine/progress_engine.h"
 #include "engine/queue_pair.h"
 #include "engine/transport.h"
+#include "transport/stream_state.h"
 #include "transport/wire_faults.h"
 #include "transport/wire_trace.h"
 #include "wire/iwarp_wire.h"
@@ -108,9 +109,30 @@ public:
     // 1: bytes wait in the socket; 0: the peer's FIN; -1 with errno: none (EAGAIN) or an error.
     int PeekPrelude() const;
     void SendRaw(const uint8_t* data, size_t size);  // MPA frames: alone, before any FPDU
-    bool ended() const { return phase_ == Phase::kClosed; }
-    // The end of the stream: flushes everything outstanding and closes (see Shutdown).
-    void End(NTSTATUS status, uint32_t provider_error, bool emit) { Shutdown(status, provider_error, emit); }
+    StreamState state() const { return state_.load(std::memory_order_acquire); }
+    bool ended() const { return StreamEnded(state()); }
+
+    // How a stream ends (issue 34 §2): one Ending, handed to End on the lane, for every cause.
+    struct Ending {
+        enum class How : uint8_t {
+            kClose,      // close the descriptor (a reset if ResetOnClose ran, or the stream was dropped)
+            kReset,      // close with a reset: the peer learns of it at once
+            kTerminate,  // send a Terminate with `cause` first (RFC 5040 §5.4), then FIN; drained if need be
+        };
+        How how = How::kClose;
+        NTSTATUS status = STATUS_SUCCESS;   // what kFailed reports, when `report`
+        uint32_t provider_error = 0;        // the flushed requests' ProviderErrorCode (CQ-14)
+        bool report = false;                // kFailed follows
+        wire::TerminateCause cause{};       // kTerminate
+        const uint8_t* offender = nullptr;  // kTerminate: the refused FPDU's first bytes, as received
+        size_t offender_size = 0;
+    };
+    // The one end of the stream, on the lane: decides the order of the Terminate, the FIN or reset, the
+    // completions and the flushes (tcp_stream_end.cpp). Once ended, a second call does nothing.
+    void End(const Ending& ending);
+    void End(NTSTATUS status, uint32_t provider_error, bool report) {
+        End(Ending{Ending::How::kClose, status, provider_error, report});
+    }
     void ResetOnClose();  // the close will be a reset
     // What the MPA exchange agreed, before EnterRdma: CRC32c on every FPDU, and for a responder the RTR it chose.
     void Agree(bool crc, bool expect_read_rtr) {
@@ -119,11 +141,12 @@ public:
     }
     // The ULPDU bytes an FPDU may carry on this path, measured now (a passive side: when the Request is in).
     void MeasurePath();
-    // Passive: what the consumer posts waits for the initiator's first FPDU (RFC 5044 §7.1.2).
-    void HoldFpdus();
-    // RDMA mode with `qp` (null: none, to send a Terminate): FPDUs both ways; `await_rtr`: the first FPDU must be
-    // the RTR, and kEstablished reports it.
-    void EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, bool await_rtr);
+    // What a side waits for on entering RDMA mode: an initiator nothing; a responder the initiator's first FPDU
+    // (RFC 5044 §7.1.2: what the consumer posts waits for it), which with P2P must be the RTR we chose (RFC 6581
+    // §6) and is then reported as kEstablished.
+    enum class Await : uint8_t { kNothing, kFirstFpdu, kRtr };
+    // RDMA mode with `qp` (null: none, to send a Terminate): FPDUs both ways.
+    void EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, Await await);
     // A protocol error in the exchange that is answered with a Terminate (RFC 6581 §5): the stream is in FPDU
     // mode now.
     void TerminateNow(wire::TerminateCause cause, NTSTATUS status);
@@ -161,12 +184,6 @@ public:
     void Terminate(uint32_t provider_error) override;
 
 private:
-    enum class Phase : uint8_t {
-        kPrelude,   // the MPA exchange owns the socket's reads (StreamPrelude)
-        kAwaitRtr,  // passive, P2P: the Reply is out, waiting for the initiator's RTR
-        kRdma,      // FPDUs both ways
-        kClosed,
-    };
     struct OutMessage;
     struct Fpdu;
     struct OutstandingRead;
@@ -187,6 +204,7 @@ private:
     void ReadFpdus();
     void ReadFpdusBatch();
     bool ConsumeSpill();                                 // the FPDUs the spill completes
+    void FirstFpduIn();                                  // kAwaitRtr → kRdma: held FPDUs go
     void TakePayload(const uint8_t* data, size_t size);  // spilled payload bytes to where the payload goes
     bool responses_queued_ = false;        // lane only: Read Responses wait for the end of the receive batch
     bool ProcessHead();                    // the first bytes of an FPDU are in: plan its body
@@ -196,8 +214,10 @@ private:
     bool HandleReadRequest();
     bool HandleTerminate();
     void PlacePrefix(const uint8_t* data, size_t size);
-    // A protocol or access error found here: Terminate with `cause`, then close. Returns false (stop reading).
+    // A protocol or access error found here: End with a Terminate of `cause`. Returns false (stop reading).
     bool Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size);
+    // A lost stream found by a read: End with a reset, cause LLP 0x01.
+    void Lost(NTSTATUS status);
     // A refused FPDU header: Fail at once, or with CRC on, once the FPDU's CRC has been checked.
     bool RefuseHead(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size,
                     bool receive_too_long = false);
@@ -210,26 +230,33 @@ private:
     // CB-19 backstop: a consumer that never rings the doorbell after deferred posts still has them sent, after
     // options_.defer_backstop (one timer per connection at a time; without a timer service, a lane job at once).
     void ArmDeferBackstop();
-    void PumpLocked(std::vector<Finished>* finished);
+    // Sends what the socket takes. False when the socket failed (DropLocked ran).
+    bool PumpLocked(std::vector<Finished>* finished);
     size_t GatherLocked(iovec* iov, size_t room) const;
-    void AdvanceLocked(size_t sent, std::vector<Finished>* finished);
+    bool AdvanceLocked(size_t sent, std::vector<Finished>* finished);  // false: a wire fault dropped the stream
     void RearmLocked();  // epoll interest follows want_write_ and peer_fin_
     bool PrepareNextLocked();
     void RunFinished(std::vector<Finished>* finished);
     void QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size);
-    // A fault or a send error: reset the stream; the lane ends it.
+    // A fault or a send error: a live stream goes to kEnding and the lane ends it with a reset (EndDropped).
     void DropLocked(NTSTATUS status);
+    void EndDropped();
+    // The only writer of state_ (under send_mutex_): false, and no change, for a move the table refuses.
+    bool MoveToLocked(StreamState to);
     void ResetOnCloseLocked();
     uint32_t WantedEventsLocked() const;
 
-    // ---- end of the stream ----
-    // Flushes everything outstanding and closes. `terminate`: send one first (a local error).
-    void Shutdown(NTSTATUS status, uint32_t provider_error, bool emit);
-    // After Shutdown with a Terminate the socket had no room for: send it when it has, then half-close. The FPDU
-    // on its way before it is finished first (framing); its request completes, flushed, when the drain ends.
+    // ---- the end of the stream (tcp_stream_end.cpp) ----
+    // Flushes what the end does not keep: everything, or all but the Terminate and the FPDU on its way before it.
+    void FlushLocked(bool keep_terminate, uint32_t provider_error, std::vector<Finished>* finished);
+    void FlushReadsAndQp(uint32_t provider_error, std::vector<Finished>* finished);
+    // kDraining: send the Terminate when the socket has room, then half-close. The FPDU on its way before it is
+    // finished first (framing); its request completes, flushed, when the drain ends.
     void ContinueDrain(uint32_t events);
     void EndDrainLocked(std::vector<Finished>* finished);
     const OutMessage* QueuedTerminateLocked() const;  // the Terminate still in out_, if any
+    // The owner lets go (Close): a drain is given up and the descriptor closed.
+    void Release();
     void CloseSocket();
     void HalfCloseSocket();
 
@@ -243,16 +270,16 @@ private:
     EventHandler handler_;
     sockaddr_storage local_{};
     sockaddr_storage remote_{};
-    Phase phase_ = Phase::kPrelude;  // the lane's
-    bool connecting_;                // active: TCP connect in progress (the lane's)
+    // The stream's one state (stream_state.h): written under send_mutex_ (MoveToLocked), read anywhere.
+    std::atomic<StreamState> state_{StreamState::kPrelude};
+    bool connecting_;  // kPrelude, active: TCP connect in progress (the lane's)
     // Weak: the prelude's owner (the listener, then the CM) holds it, and it holds this connection; a prelude
     // gone before EnterRdma ends the stream at its next event.
     std::weak_ptr<StreamPrelude> prelude_;
-    std::atomic<bool> closed_{false};
-    std::atomic<bool> peer_fin_{false};
-    std::atomic<bool> heard_{false};  // a byte of the FPDU stream came from the peer
-    bool hold_fpdus_ = false;  // RFC 5044 §7.1.2: a responder sends no FPDU before the initiator's (send_mutex_)
-    std::atomic<uint32_t> end_cause_{0};  // the Shutdown's provider error, set before closed_
+    std::atomic<bool> peer_fin_{false};   // live states: the peer's FIN is in (it half-closed); reading stopped
+    std::atomic<bool> heard_{false};      // a byte of the FPDU stream came from the peer (no more kicks)
+    bool first_fpdu_is_rtr_ = false;      // kAwaitRtr: the first FPDU must be the RTR (P2P), then kEstablished
+    std::atomic<uint32_t> end_cause_{0};  // ended states: End's provider error, set before the state moves
 
     // What the MPA exchange agreed (Agree), read on the data path.
     bool crc_ = false;
@@ -272,15 +299,13 @@ private:
     std::deque<Fpdu> fpdus_;                       // prepared, the front one possibly partly sent
     std::vector<uint8_t> raw_out_;                 // MPA frames, before any FPDU
     size_t raw_sent_ = 0;
-    bool want_write_ = false;   // EPOLLOUT armed
-    bool fin_pending_ = false;  // Disconnect(): shutdown(SHUT_WR) once out_ is empty
-    bool fin_sent_ = false;
-    bool backstop_armed_ = false;    // CB-19: ArmDeferBackstop's timer or lane job is on its way
-    bool close_after_send_ = false;  // a Terminate is queued: nothing goes after it
-    bool dropping_ = false;          // DropLocked(): nothing more is sent
-    bool reset_on_close_ = false;    // SO_LINGER 0 is set: the close sends a reset
-    bool draining_ = false;          // ended, but the Terminate waits for room in the socket (then the FIN)
-    std::vector<std::function<void()>> when_drained_;  // WhenDrained's, run when the drain ends
+    bool want_write_ = false;  // EPOLLOUT armed
+    // Live states: NdkDisconnect's FIN (CM-24), asked for (it goes once out_ is empty) and then sent.
+    enum class Fin : uint8_t { kNone, kAfterQueue, kSent } fin_ = Fin::kNone;
+    bool backstop_armed_ = false;                      // CB-19: ArmDeferBackstop's timer or lane job is on its way
+    bool reset_on_close_ = false;                      // SO_LINGER 0 is set: the close sends a reset
+    NTSTATUS drop_status_ = STATUS_SUCCESS;            // kEnding: why the stream was dropped
+    std::vector<std::function<void()>> when_drained_;  // kDraining: WhenDrained's, run when the drain ends
     uint32_t send_msn_ = 0;                            // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;                            // QN 1
     uint32_t next_sink_stag_ = 0;

@@ -67,15 +67,6 @@ void ResetMostReadsInOneWake() {
     most_reads_in_one_wake.store(0, std::memory_order_relaxed);
 }
 
-bool TcpConnection::Fail(wire::TerminateCause cause, NTSTATUS status, const uint8_t* offender, size_t offender_size) {
-    {
-        std::lock_guard lock(send_mutex_);
-        QueueTerminateLocked(cause, offender, offender_size);
-    }
-    Shutdown(status, ProviderErrorOf(cause), true);
-    return false;
-}
-
 // The Read Responses to the Read Requests of one batch of reads go out together, in one sendmsg.
 void TcpConnection::ReadFpdus() {
     rx_->reads_this_wake = 0;
@@ -101,7 +92,7 @@ void TcpConnection::ReadFpdusBatch() {
     // FPDUs to a read, a peer flooding tiny Writes must not hold the lane for megabytes of headers
     // (FloodFairnessTest). Level-triggered epoll brings the rest at the next wake.
     rx.fpdus_this_wake = 0;
-    for (int round = 0; round < kReadsPerWake && phase_ != Phase::kClosed; ++round) {
+    for (int round = 0; round < kReadsPerWake && !ended(); ++round) {
         if (rx.fpdus_this_wake >= kFpdusPerWake) return;
         if (!ConsumeSpill()) return;  // bytes read with the previous FPDU come first
         iovec iov[kMaxIovecs];
@@ -143,13 +134,16 @@ void TcpConnection::ReadFpdusBatch() {
         if (trace_) trace_->Received(got, iov, count);
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-            Shutdown(StatusFromErrno(errno), ProviderErrorOf(wire::term::kLlpConnectionLost), true);
+            Lost(StatusFromErrno(errno));
             return;
         }
         if (got == 0) {
             const bool boundary = rx.step == Rx::Step::kHead && rx.head_have == 0 && !rx.send_open && !rx.tagged_open;
-            if (!boundary || phase_ != Phase::kRdma) {  // the stream ended inside an FPDU or a message
-                Shutdown(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost), true);
+            // Before an initiator's RTR the connection is not established: its FIN abandons the attempt.
+            const bool established =
+                state() == StreamState::kRdma || (state() == StreamState::kAwaitRtr && !first_fpdu_is_rtr_);
+            if (!boundary || !established) {  // the stream ended inside an FPDU or a message
+                Lost(STATUS_CONNECTION_ABORTED);
                 return;
             }
             // The peer's FIN (CM-26/27): a graceful disconnect. Reading stops; sending may finish.
@@ -162,14 +156,7 @@ void TcpConnection::ReadFpdusBatch() {
             Emit(Event::kPeerClosed);
             return;
         }
-        if (!heard_.exchange(true, std::memory_order_relaxed)) {  // no more kicks (ScheduleKicks)
-            std::lock_guard lock(send_mutex_);
-            if (hold_fpdus_ && !out_.empty()) {  // the responder's held FPDUs go now, from the EPOLLOUT handler
-                want_write_ = true;
-                RearmLocked();
-            }
-            hold_fpdus_ = false;
-        }
+        heard_.store(true, std::memory_order_relaxed);  // no more kicks (ScheduleKicks)
         rx_bytes_ += static_cast<uint64_t>(got);
         size_t n = static_cast<size_t>(got);
         if (rx.step == Rx::Step::kHead) {
@@ -197,7 +184,7 @@ void TcpConnection::ReadFpdusBatch() {
 // connection failed or closed.
 bool TcpConnection::ConsumeSpill() {
     Rx& rx = *rx_;
-    while (phase_ != Phase::kClosed) {
+    while (!ended()) {
         const uint8_t* spill = rx.spill_data + rx.spill_at;
         size_t available = rx.spill_have - rx.spill_at;
         if (rx.step == Rx::Step::kHead) {
@@ -284,7 +271,7 @@ bool TcpConnection::ProcessHead() {
     rx.place.clear();
     rx.sink = crc_ ? Rx::Sink::kStaging : Rx::Sink::kPlace;
     const wire::SegmentHeader& header = rx.header;
-    if (phase_ == Phase::kAwaitRtr) {  // RFC 6581 §6: the first FPDU is the RTR we chose
+    if (state() == StreamState::kAwaitRtr && first_fpdu_is_rtr_) {  // RFC 6581 §6: the first FPDU is our RTR
         const bool write_rtr = header.opcode == wire::RdmapOpcode::kWrite && rx.payload_size == 0;
         const bool read_rtr = header.opcode == wire::RdmapOpcode::kReadRequest && header.read.size == 0;
         if (!(expect_read_rtr_ ? read_rtr : write_rtr))
@@ -350,7 +337,7 @@ bool TcpConnection::PlanTagged(const uint8_t* head) {
         wire::TerminateCause refusal{};
         bool matches = false;
         {
-            std::lock_guard lock(reads_mutex_);  // not held into Fail: Shutdown takes it (found by a crafted test)
+            std::lock_guard lock(reads_mutex_);  // not held into Fail: End takes it (found by a crafted test)
             OutstandingRead* front = reads_.empty() ? nullptr : &reads_.front();
             matches = front != nullptr && header.stag == front->sink_stag && header.tagged_offset == front->received &&
                       front->received + rx.payload_size <= front->total &&
@@ -470,7 +457,7 @@ bool TcpConnection::FinishFpdu() {
     if (crc_) {  // RFC 5044 §6.1: verified before anything is placed
         const uint8_t* payload = rx.sink == Rx::Sink::kSmall ? rx.small : rx.staging.data();
         if (!wire::FpduCrcMatches({rx.head, wire::kFpduLengthSize + rx.header_size}, {payload, rx.payload_size},
-                                  {rx.trailer, rx.trailer_size}))  // an open receive is flushed by Shutdown
+                                  {rx.trailer, rx.trailer_size}))  // an open receive is flushed by End
             return Fail(wire::term::kLlpCrcError, STATUS_CONNECTION_ABORTED, rx.head, offender);
         if (rx.held.active) {  // the CRC is good: the header's own refusal goes out
             if (rx.held.receive_too_long) EndReceiveTooLong();
@@ -516,18 +503,29 @@ bool TcpConnection::FinishFpdu() {
         return HandleTerminate();
     }
     rx.place.clear();
-    if (ok && phase_ == Phase::kAwaitRtr) {  // the RTR is in: NdkAccept completes (CM-08)
-        phase_ = Phase::kRdma;
-        Emit(Event::kEstablished);
+    if (ok && state() == StreamState::kAwaitRtr) FirstFpduIn();
+    return ok && !ended();
+}
+
+// RFC 5044 §7.1.2: the initiator's first FPDU is in, so the responder's held FPDUs go now (from the EPOLLOUT
+// handler); with P2P it was the RTR, and NdkAccept completes (CM-08).
+void TcpConnection::FirstFpduIn() {
+    {
+        std::lock_guard lock(send_mutex_);
+        if (!MoveToLocked(StreamState::kRdma)) return;  // dropped meanwhile: End is on its way
+        if (!out_.empty() && !want_write_) {
+            want_write_ = true;
+            RearmLocked();
+        }
     }
-    return ok && phase_ != Phase::kClosed;
+    if (first_fpdu_is_rtr_) Emit(Event::kEstablished);
 }
 
 bool TcpConnection::HandleReadRequest() {
     Rx& rx = *rx_;
     const wire::ReadRequestFields& read = rx.header.read;
     const size_t offender = wire::kFpduLengthSize + wire::kReadRequestHeaderSize;
-    const bool rtr = phase_ == Phase::kAwaitRtr;
+    const bool rtr = state() == StreamState::kAwaitRtr && first_fpdu_is_rtr_;
     // Beyond IRD, rounded up to a power of two as siw sizes (and fills) its queues (siw: "IRQ exceeded")
     if (!rtr && inbound_reads_.load(std::memory_order_acquire) >= inbound_read_capacity_)
         return Fail(wire::term::kRdmapRemoteStreamCatastrophic, STATUS_CONNECTION_ABORTED, rx.head, offender);
@@ -597,7 +595,7 @@ bool TcpConnection::HandleTerminate() {
         }
     }
     // RFC 5040 §5.4: the stream is over; we answer nothing (siw does the same).
-    Shutdown(STATUS_CONNECTION_ABORTED, provider_error, true);
+    End(STATUS_CONNECTION_ABORTED, provider_error, true);
     return false;
 }
 

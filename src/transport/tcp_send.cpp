@@ -66,7 +66,7 @@ void TcpConnection::Submit(std::unique_ptr<engine::TransportRequest> request) {
         message->read.source_stag = request->token;
         message->read.source_offset = request->address;
         std::lock_guard lock(reads_mutex_);
-        if (closed_.load()) {
+        if (ended()) {
             // Never inside Submit for a read (transport.h): the flush completes on the lane.
             engine::TransportRequest* raw = request.release();
             const uint32_t cause = end_cause_.load();
@@ -112,7 +112,7 @@ void TcpConnection::Doorbell() {
     std::vector<Finished> finished;
     {
         std::lock_guard lock(send_mutex_);
-        if (closed_.load()) return;
+        if (ended()) return;
         PumpLocked(&finished);
     }
     RunFinished(&finished);
@@ -131,7 +131,7 @@ void TcpConnection::ArmDeferBackstop() {
         {
             std::lock_guard lock(self->send_mutex_);
             self->backstop_armed_ = false;
-            if (!self->closed_.load()) self->PumpLocked(&finished);
+            if (!self->ended()) self->PumpLocked(&finished);
         }
         self->RunFinished(&finished);
     };
@@ -144,7 +144,7 @@ void TcpConnection::ArmDeferBackstop() {
 void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Finished>* finished, bool pump,
                             bool* arm_backstop) {
     std::lock_guard lock(send_mutex_);
-    if (closed_.load() || fin_sent_) {
+    if (ended() || fin_ == Fin::kSent) {
         if (message->request) finished->push_back({std::move(message->request), {STATUS_CANCELLED, end_cause_.load()}});
         return;
     }
@@ -171,8 +171,8 @@ void TcpConnection::Enqueue(std::unique_ptr<OutMessage> message, std::vector<Fin
 }
 
 void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8_t* offender, size_t offender_size) {
-    // Only the FPDU already on its way is finished first; nothing else queued goes out (RFC 5040 §5.4): it is
-    // flushed by Shutdown.
+    // Only the FPDU already on its way is finished first; nothing else queued goes out (RFC 5040 §5.4): End flushes
+    // it.
     const bool in_flight = !fpdus_.empty() && fpdus_.front().sent > 0;
     while (fpdus_.size() > (in_flight ? 1u : 0u)) fpdus_.pop_back();
     size_t position = 0;
@@ -203,7 +203,6 @@ void TcpConnection::QueueTerminateLocked(wire::TerminateCause cause, const uint8
     message->body.resize(written);
     out_.insert(out_.begin() + static_cast<std::ptrdiff_t>(std::min(position, out_.size())), std::move(message));
     prepared_messages_ = position;
-    close_after_send_ = true;
 }
 
 // SO_LINGER 0: closing the socket sends a reset (CM-26 abort, a dropped stream); the trace writes it so.
@@ -213,19 +212,10 @@ void TcpConnection::ResetOnCloseLocked() {
     reset_on_close_ = true;
 }
 
-void TcpConnection::DropLocked(NTSTATUS status) {
-    if (dropping_) return;
-    dropping_ = true;
-    ResetOnCloseLocked();  // a reset, not a FIN: the peer sees the stream lost
-    std::shared_ptr<TcpConnection> self = shared_from_this();
-    progress_->Post(lane_,
-                    [self, status] { self->Shutdown(status, ProviderErrorOf(wire::term::kLlpConnectionLost), true); });
-}
-
 // Cuts the next FPDU from the first message not fully prepared.
 bool TcpConnection::PrepareNextLocked() {
     if (prepared_messages_ >= out_.size()) return false;
-    if (close_after_send_ && out_[prepared_messages_]->opcode != wire::RdmapOpcode::kTerminate)
+    if (state() == StreamState::kDraining && out_[prepared_messages_]->opcode != wire::RdmapOpcode::kTerminate)
         return false;  // nothing after the Terminate
     OutMessage& message = *out_[prepared_messages_];
     wire::SegmentHeader header;
@@ -334,22 +324,24 @@ size_t TcpConnection::GatherLocked(iovec* iov, size_t room) const {
     return count;
 }
 
-void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
-    while (fd_ >= 0 && !want_write_ && !dropping_) {
-        // A responder's FPDUs wait for the initiator's first bytes (RFC 5044 §7.1.2), unless the consumer ends the
+bool TcpConnection::PumpLocked(std::vector<Finished>* finished) {
+    while (fd_ >= 0 && !want_write_) {
+        const StreamState state = this->state();
+        if (state == StreamState::kEnding) return true;  // nothing more is sent: End resets the stream
+        // A responder's FPDUs wait for the initiator's first FPDU (RFC 5044 §7.1.2), unless the consumer ends the
         // connection first: then they go, and the FIN behind them.
-        const bool held = hold_fpdus_ && !fin_pending_ && !close_after_send_;  // cleared at the first bytes
+        const bool held = state == StreamState::kAwaitRtr && fin_ == Fin::kNone;
         while (!held && raw_sent_ >= raw_out_.size() && fpdus_.size() < kMaxPreparedFpdus && PrepareNextLocked()) {
         }
         iovec iov[kMaxIovecs];
         size_t count = GatherLocked(iov, kMaxIovecs);
         if (count == 0) {
-            if (fin_pending_ && !fin_sent_ && out_.empty()) {
+            if (fin_ == Fin::kAfterQueue && out_.empty() && !StreamEnded(state)) {
                 ::shutdown(fd_, SHUT_WR);  // NdkDisconnect: a FIN once everything is out (CM-24)
-                fin_sent_ = true;
+                fin_ = Fin::kSent;
                 if (trace_) trace_->Fin(true);
             }
-            return;
+            return true;
         }
         uint64_t bytes = 0;
         for (size_t i = 0; i < count; ++i) bytes += iov[i].iov_len;
@@ -368,9 +360,11 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
         const bool corrupt_next = faults.corrupt_byte == tx_bytes_ + 1;
         if (faults.corrupt_byte > tx_bytes_ + 1) cap = std::min(cap, faults.corrupt_byte - 1 - tx_bytes_);
         if (cap == 0 && !corrupt_next) {
-            if (faults.drop_after_bytes != 0 && tx_bytes_ >= faults.drop_after_bytes)
+            if (faults.drop_after_bytes != 0 && tx_bytes_ >= faults.drop_after_bytes) {
                 DropLocked(STATUS_CONNECTION_RESET);
-            return;  // stalled: the peer waits inside an FPDU
+                return false;
+            }
+            return true;  // stalled: the peer waits inside an FPDU
         }
         ssize_t sent;
         if (corrupt_next) {  // the corrupted byte alone
@@ -392,35 +386,36 @@ void TcpConnection::PumpLocked(std::vector<Finished>* finished) {
             if (trace_ && sent > 0) trace_->Data(true, iov, used, static_cast<size_t>(sent));
         }
         if (sent < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                want_write_ = true;
-                RearmLocked();
-            } else {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 DropLocked(StatusFromErrno(errno));
+                return false;
             }
-            return;
+            want_write_ = true;
+            RearmLocked();
+            return true;
         }
         tx_bytes_ += static_cast<uint64_t>(sent);
-        AdvanceLocked(static_cast<size_t>(sent), finished);
+        if (!AdvanceLocked(static_cast<size_t>(sent), finished)) return false;
     }
+    return true;
 }
 
 // `sent` bytes of what GatherLocked offered went out: finished FPDUs leave, finished messages complete.
-void TcpConnection::AdvanceLocked(size_t sent, std::vector<Finished>* finished) {
+bool TcpConnection::AdvanceLocked(size_t sent, std::vector<Finished>* finished) {
     if (raw_sent_ < raw_out_.size()) {
         raw_sent_ += sent;
         if (raw_sent_ == raw_out_.size()) {
             raw_out_.clear();
             raw_sent_ = 0;
         }
-        return;
+        return true;
     }
     while (sent > 0 && !fpdus_.empty()) {
         Fpdu& fpdu = fpdus_.front();
         const size_t take = std::min<size_t>(sent, fpdu.size - fpdu.sent);
         fpdu.sent += static_cast<uint32_t>(take);
         sent -= take;
-        if (fpdu.sent < fpdu.size) return;
+        if (fpdu.sent < fpdu.size) return true;
         ++tx_fpdus_;
         OutMessage* done = fpdu.last ? fpdu.message : nullptr;
         fpdus_.pop_front();
@@ -436,9 +431,10 @@ void TcpConnection::AdvanceLocked(size_t sent, std::vector<Finished>* finished) 
         }
         if (options_.faults.drop_after_fpdus != 0 && tx_fpdus_ >= options_.faults.drop_after_fpdus) {
             DropLocked(STATUS_CONNECTION_RESET);
-            return;
+            return false;
         }
     }
+    return true;
 }
 
 void TcpConnection::RearmLocked() {
@@ -446,7 +442,7 @@ void TcpConnection::RearmLocked() {
 }
 
 uint32_t TcpConnection::WantedEventsLocked() const {
-    if (draining_) return want_write_ ? EPOLLOUT : 0u;  // nothing is read any more
+    if (state() == StreamState::kDraining) return want_write_ ? EPOLLOUT : 0u;  // nothing is read any more
     return (peer_fin_.load() ? 0u : static_cast<uint32_t>(EPOLLIN | EPOLLRDHUP)) | (want_write_ ? EPOLLOUT : 0u);
 }
 

@@ -69,14 +69,16 @@ inline void Close(NDK_OBJECT_HEADER* object) {
     closed.Wait(close(object, &Waiter::OnRequestClose, &closed), kRequestTimeoutMs);
 }
 
-inline World& Setup() {
-    static World* world = [] {
+// `customize` (the first call's) adjusts the adapter's configuration.
+inline World& Setup(void (*customize)(SOFTNDK_ADAPTER_CONFIG&) = nullptr) {
+    static World* world = [customize] {
         auto* w = new World;
         SOFTNDK_ADAPTER_CONFIG config;
         SoftNdkInitAdapterConfig(&config);
         config.Transport = SOFTNDK_TRANSPORT_TCP;
         config.AcceptTimeoutMs = 1000;
         config.MpaRequestTimeoutMs = 50;  // fuzz_connection: an incomplete Request ends soon
+        if (customize != nullptr) customize(config);
         Require(SoftNdkOpenAdapter(&config, &w->adapter) == STATUS_SUCCESS, "open adapter");
         Waiter pd;
         Require(pd.Wait(w->adapter->Dispatch->NdkCreatePd(w->adapter, &Waiter::OnCreate, &pd, &w->pd),

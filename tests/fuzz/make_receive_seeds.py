@@ -59,3 +59,26 @@ if len(sys.argv) > 2:
                        "bytes-behind": requests["rev2"] + seeds["send"]}.items():
         with open(os.path.join(sys.argv[2], name), "wb") as out:
             out.write(struct.pack(">H", len(data)) + data)
+
+if len(sys.argv) > 3:
+    # fuzz_stream_events: [step, argument] pairs (the step numbers of fuzz_stream_events.cpp's Step enum).
+    (POST_SEND, POST_WRITE, POST_READ, POST_RECEIVE, RING, PEER_SEND, PEER_WRITE, PEER_READ_REQUEST, PEER_TERMINATE,
+     PEER_GARBAGE, PEER_READ, PEER_FIN, PEER_RESET, DISCONNECT, CLOSE_CONNECTOR, WAIT) = range(16)
+    DEFER = 1
+    streams = {
+        "posts-then-disconnect": [POST_RECEIVE, 8, POST_SEND, 8, POST_WRITE, 16, PEER_READ, 0, DISCONNECT, 0,
+                                  PEER_FIN, 0, WAIT, 20],
+        "deferred-read-past-stall": [POST_READ, 8 | DEFER, WAIT, 63, WAIT, 63, RING, 8, PEER_READ, 0],
+        "peer-terminates": [POST_SEND, 8, PEER_TERMINATE, 0, POST_WRITE, 8, WAIT, 5],
+        "bad-token-write": [POST_RECEIVE, 4, PEER_WRITE, 9, POST_SEND, 4, DISCONNECT, 0, WAIT, 10],
+        "reset-mid-burst": [POST_WRITE, 200 | DEFER, POST_WRITE, 200 | DEFER, PEER_RESET, 0, RING, 8, WAIT, 10],
+        "read-requests": [PEER_READ_REQUEST, 16, PEER_READ_REQUEST, 32, PEER_READ, 0, WAIT, 5, PEER_READ, 0],
+        "close-with-everything-open": [POST_RECEIVE, 4, POST_READ, 8, POST_WRITE, 200 | DEFER, CLOSE_CONNECTOR, 0,
+                                       POST_SEND, 4],
+        "garbage": [PEER_GARBAGE, 7, POST_SEND, 8, WAIT, 10],
+        "both-fin": [PEER_FIN, 0, DISCONNECT, 0, WAIT, 30, POST_SEND, 2],
+    }
+    os.makedirs(sys.argv[3], exist_ok=True)
+    for name, steps in streams.items():
+        with open(os.path.join(sys.argv[3], name), "wb") as out:
+            out.write(bytes(steps))
