@@ -4,7 +4,7 @@
 // connection on the same lane times 64 B Read round trips meanwhile. Without the per-wake caps the lane reads the
 // bulk socket for as long as it has bytes, and a round trip waits out most or all of the bulk. The property, which
 // starvation breaks and load does not: at least 5 round trips complete while the bulk runs, their median stays
-// under a quarter of it, and round trips longer than a tenth add up to less than half of it (a lane without the
+// under a quarter of it, and round trips longer than a quarter add up to less than half of it (a lane without the
 // caps: 0 or 1 round trip, median 1.3-3.3 s; once 10, with one of 2.3 s). The maximum, one sample
 // that a busy machine decides (383 ms of a 1467 ms transfer in a loaded CI run), is only reported.
 #include <algorithm>
@@ -200,7 +200,7 @@ TEST_F(FloodFairnessTest, WIRE_ABulkReadDoesNotStarveAnotherConnectionsRoundTrip
         trips.Summary().c_str());
     EXPECT_GE(trips.during, 5u) << "round trips completed while the bulk ran";
     EXPECT_LT(trips.Median(), Ms(kBulk) / 4) << "the median round trip waited behind the bulk";
-    EXPECT_LT(trips.Stalled(Ms(kBulk) / 10), Ms(kBulk) / 2) << "round trips waited behind the bulk for most of it";
+    EXPECT_LT(trips.Stalled(Ms(kBulk) / 4), Ms(kBulk) / 2) << "round trips waited behind the bulk for most of it";
     EXPECT_EQ(disconnects_c_.count, 0) << "the raw peer's Responses ended its connection";
     Close(&sink_mr->Header);
 }
@@ -244,7 +244,7 @@ TEST_F(FloodFairnessTest, WIRE_APeerFloodingSmallWritesDoesNotStarveAnotherConne
                 static_cast<double>(flooded.load()) / (1 << 20), Ms(kFlood), trips.Summary().c_str());
     EXPECT_GE(trips.during, 5u) << "round trips completed during the flood";
     EXPECT_LT(trips.Median(), Ms(kFlood) / 4) << "the median round trip waited behind the flood";
-    EXPECT_LT(trips.Stalled(Ms(kFlood) / 10), Ms(kFlood) / 2) << "round trips waited behind the flood for most of it";
+    EXPECT_LT(trips.Stalled(Ms(kFlood) / 4), Ms(kFlood) / 2) << "round trips waited behind the flood for most of it";
     EXPECT_EQ(disconnects_c_.count, 0) << "the flooding peer's valid Writes ended its connection";
 }
 
