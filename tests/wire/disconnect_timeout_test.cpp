@@ -9,6 +9,9 @@ namespace softndk::test {
 namespace {
 
 constexpr ULONG kDisconnectTimeoutMs = 1000;
+// How late the timeout may complete: it tells a timeout from none (Completion::Wait gives up at 10 s), since a
+// loaded machine decides how late a timer runs. Idle, it completes within 1.1 s.
+constexpr long kCompletedWithinMs = 5 * kDisconnectTimeoutMs;
 
 class DisconnectTimeoutTest : public CraftedPacketTest {
 protected:
@@ -48,7 +51,9 @@ TEST_F(DisconnectTimeoutTest, WIRE_CM_25_DisconnectCompletesWithIoTimeoutWhenThe
     const auto [status, took] = TimedDisconnect();
     EXPECT_EQ(status, STATUS_IO_TIMEOUT) << "0x" << std::hex << status;
     EXPECT_GE(took.count(), kDisconnectTimeoutMs * 9 / 10) << "it waited for the peer's FIN first";
-    EXPECT_LE(took.count(), kDisconnectTimeoutMs + 2000);
+    std::printf("NdkDisconnect took %ld ms (DisconnectTimeoutMs %u)\n", static_cast<long>(took.count()),
+                kDisconnectTimeoutMs);
+    EXPECT_LE(took.count(), kCompletedWithinMs);
     uint8_t byte;
     EXPECT_EQ(::recv(fd_, &byte, 1, 0), 0) << "our FIN reached the peer before the timeout";
     EXPECT_TRUE(PeerSeesReset());
@@ -68,7 +73,9 @@ TEST_F(DisconnectTimeoutTest, WIRE_CM_25_DisconnectDoesNotWaitBehindDataAPeerNev
     usleep(100000);  // the socket fills; the peer reads nothing
     const auto [status, took] = TimedDisconnect();
     EXPECT_EQ(status, STATUS_IO_TIMEOUT) << "0x" << std::hex << status;
-    EXPECT_LE(took.count(), kDisconnectTimeoutMs + 2000);
+    std::printf("NdkDisconnect took %ld ms (DisconnectTimeoutMs %u)\n", static_cast<long>(took.count()),
+                kDisconnectTimeoutMs);
+    EXPECT_LE(took.count(), kCompletedWithinMs);
     const NDK_RESULT_EX write = PollC();
     EXPECT_EQ(write.RequestContext, reinterpret_cast<PVOID>(0x77));
     EXPECT_EQ(write.Status, STATUS_CANCELLED) << "the Write the peer never took is flushed";

@@ -2,6 +2,7 @@
 // target), leaves a multi-segment Send open (the receive buffer stays held), or stops reading (queued Read
 // Responses hold their sources). With no byte either way for PeerStallTimeoutMs the stream is reset, every
 // reference is released, and NdkDeregisterMr completes; the consumer hears of it once.
+#include <algorithm>
 #include <chrono>
 
 #include "wire/crafted_peer.h"
@@ -10,7 +11,9 @@ namespace softndk::test {
 namespace {
 
 constexpr ULONG kStallTimeoutMs = 1000;
-constexpr long kDetectedWithinMs = kStallTimeoutMs * 5 / 4 + 1000;  // looked at four times per timeout, plus slack
+// Looked at four times per timeout, so the cut comes by 1.25 s on an idle machine; the bound only tells a cut from
+// none (Completion::Wait gives up at 10 s), since a loaded machine decides how late a timer runs.
+constexpr long kDetectedWithinMs = kStallTimeoutMs * 5;
 
 class StalledPeerTest : public CraftedPacketTest {
 protected:
@@ -18,16 +21,16 @@ protected:
         CraftedPacketTest::Customize(config);
         config.PeerStallTimeoutMs = kStallTimeoutMs;
     }
-    // NdkDeregisterMr from about when the peer stalled (100 ms after): its status, and how long it took.
-    std::pair<NTSTATUS, long> TimedDeregister(NDK_MR* mr) {
-        const auto start = std::chrono::steady_clock::now();
+    // NdkDeregisterMr, called about 100 ms after the peer stalled at `stalled`: its status, and how long after the
+    // stall it completed. Timed from the stall, not from the call, so that a late call cannot make the cut look
+    // early.
+    std::pair<NTSTATUS, long> TimedDeregister(NDK_MR* mr, std::chrono::steady_clock::time_point stalled) {
         const NTSTATUS status = Deregister(mr);
         const long took = static_cast<long>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stalled).count());
         std::printf("NdkDeregisterMr completed %ld ms after the peer stalled (PeerStallTimeoutMs %u)\n", took,
                     kStallTimeoutMs);
-        // Each case stalls the peer 100 ms before this call: the cut comes no earlier than the timeout.
-        EXPECT_GE(took, static_cast<long>(kStallTimeoutMs) - 150) << "not before the timeout";
+        EXPECT_GE(took, static_cast<long>(kStallTimeoutMs) - 50) << "not before the timeout";
         return {status, took};
     }
     // The stream ended in a reset and the consumer heard of it once.
@@ -51,8 +54,9 @@ TEST_F(StalledPeerTest, WIRE_MR_19_APeerStoppedInsideATaggedFpduDoesNotPinTheTar
     std::vector<uint8_t> write = WriteFpdu(mr->Dispatch->NdkGetRemoteTokenFromMr(mr), RemoteAddress(target), 1000);
     write.resize(write.size() - 100);  // the FPDU's last 100 bytes never come
     SendBytes(write);
+    const auto stalled = std::chrono::steady_clock::now();
     usleep(100000);  // the placement has taken its reference
-    const auto [status, took] = TimedDeregister(mr);
+    const auto [status, took] = TimedDeregister(mr, stalled);
     EXPECT_EQ(status, STATUS_SUCCESS);
     EXPECT_LE(took, kDetectedWithinMs);
     ExpectResetAndOneDisconnect();
@@ -68,8 +72,9 @@ TEST_F(StalledPeerTest, WIRE_MR_19_APeerThatLeavesASendOpenDoesNotPinTheReceiveB
     ASSERT_EQ(qp_c_->Dispatch->NdkReceive(qp_c_, reinterpret_cast<PVOID>(0x5E), &receive, 1), STATUS_SUCCESS);
     // The Send's first segment (L clear); its next never comes.
     SendBytes(Fpdu(Header(wire::MakeSendHeader(RdmapOpcode::kSend, 1, 0, false, 0)), std::vector<uint8_t>(512, 0xEE)));
+    const auto stalled = std::chrono::steady_clock::now();
     usleep(100000);
-    const auto [status, took] = TimedDeregister(mr);
+    const auto [status, took] = TimedDeregister(mr, stalled);
     EXPECT_EQ(status, STATUS_SUCCESS);
     EXPECT_LE(took, kDetectedWithinMs);
     const NDK_RESULT_EX flushed = PollC();
@@ -88,8 +93,9 @@ TEST_F(StalledPeerTest, WIRE_MR_19_APeerThatStopsReadingDoesNotPinReadResponseSo
     ASSERT_EQ(Register(mr, source.mdl(), source.bytes(), NDK_MR_FLAG_ALLOW_REMOTE_READ), STATUS_SUCCESS);
     SendBytes(ReadRequestFpdu(1, mr->Dispatch->NdkGetRemoteTokenFromMr(mr), RemoteAddress(source),
                               static_cast<uint32_t>(source.bytes())));
-    usleep(100000);  // the Response fills the socket; the peer reads nothing
-    const auto [status, took] = TimedDeregister(mr);
+    const auto stalled = std::chrono::steady_clock::now();  // the peer's last byte; softndk's follow, later
+    usleep(100000);                                         // the Response fills the socket; the peer reads nothing
+    const auto [status, took] = TimedDeregister(mr, stalled);
     EXPECT_EQ(status, STATUS_SUCCESS);
     EXPECT_LE(took, kDetectedWithinMs);
     ExpectResetAndOneDisconnect();
@@ -128,13 +134,22 @@ TEST_F(StalledPeerTest, WIRE_APeerThatSendsSlowlyButSteadilyIsNotCutOff) {
     const std::vector<uint8_t> write =
         WriteFpdu(mr->Dispatch->NdkGetRemoteTokenFromMr(mr), RemoteAddress(target), 1000);
     const auto start = std::chrono::steady_clock::now();
+    auto last = start;
+    long largest_gap = 0;  // a loaded machine may sleep far past 200 ms: a gap of the timeout may be cut off
     size_t at = 0;
     while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(3 * kStallTimeoutMs)) {
         SendBytes({write[at % write.size()]});  // one byte every 200 ms, FPDU after FPDU
+        const auto now = std::chrono::steady_clock::now();
+        largest_gap = std::max<long>(
+            largest_gap, static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(now - last).count()));
+        last = now;
         ++at;
         usleep(200000);
     }
-    EXPECT_EQ(disconnects_c_.count, 0) << "cut off after " << at << " bytes";
+    std::printf("%zu bytes, at most %ld ms apart\n", at, largest_gap);
+    if (largest_gap < static_cast<long>(kStallTimeoutMs) * 3 / 4) {
+        EXPECT_EQ(disconnects_c_.count, 0) << "cut off after " << at << " bytes";
+    }
     Close(&mr->Header);
 }
 
