@@ -1,6 +1,7 @@
 // The one seam between the provider and the kernel layer's Verifier (issue 9 §3). Null unless softndk/km is
 // active, so each hook costs one predictable branch. The kernel layer (src/km/verifier.cpp) installs them:
-//  - consumer callbacks run at DISPATCH_LEVEL (CB-09): CallbackScope around every callback invocation;
+//  - consumer callbacks run at DISPATCH_LEVEL (CB-09): CallbackScope around every callback invocation (the
+//    engine reaches it through engine/verifier_seam.h, installed with the hooks);
 //  - handles of closed objects are refused and reported (LIFE-06), second closes too (LIFE-05);
 //  - destroyed objects can be kept in quarantine so a stale handle still reads valid memory;
 //  - PASSIVE_LEVEL-only functions report a call at raised IRQL (CB-09, CB-12);
@@ -11,6 +12,8 @@
 #include <atomic>
 
 #include <softndk/ndkpi.h>
+
+#include "engine/verifier_seam.h"
 
 extern "C" {
 typedef struct SoftNdkVerifierHooks {
@@ -47,23 +50,9 @@ inline const SoftNdkVerifierHooks* VerifierHooks() {
 }
 #define SOFTNDK_VERIFIER_ACTIVE(hooks) __builtin_expect((hooks) != nullptr, 0)
 
-// A consumer callback runs inside this scope (CB-09: at DISPATCH_LEVEL). A completion names its request, so a
-// Verifier report raised inside it can say which (issue 19 §3).
-class CallbackScope {
-public:
-    explicit CallbackScope(const char* function = nullptr, const void* request_context = nullptr)
-        : hooks_(VerifierHooks()) {
-        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->enter_callback(function, request_context);
-    }
-    ~CallbackScope() {
-        if (SOFTNDK_VERIFIER_ACTIVE(hooks_)) hooks_->leave_callback();
-    }
-    CallbackScope(const CallbackScope&) = delete;
-    CallbackScope& operator=(const CallbackScope&) = delete;
-
-private:
-    const SoftNdkVerifierHooks* hooks_;
-};
+// A consumer callback runs inside this scope (CB-09): the engine's, which reaches the hooks through the seam
+// installed with them (engine/verifier_seam.h).
+using engine::CallbackScope;
 
 // QP-05: one post in flight per queue. ok() is false when the Verifier refused an overlapping post.
 class PostScope {

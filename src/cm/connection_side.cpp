@@ -49,6 +49,11 @@ SideState ConnectionSide::state() {
     return state_;
 }
 
+std::shared_ptr<PeerChannel> ConnectionSide::Channel() {
+    std::lock_guard lock(mutex_);
+    return channel_;
+}
+
 engine::QueuePair* ConnectionSide::qp() {
     std::lock_guard lock(mutex_);
     return qp_;
@@ -97,20 +102,21 @@ bool ConnectionSide::OnPeerAnswer(PeerAnswer answer) {
 }
 
 NTSTATUS ConnectionSide::CompleteConnect(std::function<void()> on_disconnect) {
-    std::shared_ptr<PeerChannel> channel;
+    std::shared_ptr<PeerChannel> channel = Channel();
+    const bool lost = channel && channel->Lost();  // asked first: a loss after it is reported as any later one
     engine::QueuePair* qp;
     ReadLimits limits;
     {
         std::lock_guard lock(mutex_);
-        if (!active_ || state_ != SideState::kConnectReady || peer_.reject)
-            return STATUS_CONNECTION_INVALID;  // CM-07: not connecting
-        if (failed_ || channel_->Lost()) {
+        // CM-07: not connecting (or an NdkConnect, racing this call, has replaced the channel asked)
+        if (!active_ || state_ != SideState::kConnectReady || peer_.reject || channel != channel_)
+            return STATUS_CONNECTION_INVALID;
+        if (failed_ || lost) {
             state_ = SideState::kDone;
             return STATUS_CONNECTION_ABORTED;  // CM-07: the accepting peer abandoned
         }
         on_disconnect_ = std::move(on_disconnect);
         state_ = SideState::kConnected;
-        channel = channel_;
         qp = qp_;
         limits = effective_;
     }
@@ -151,28 +157,35 @@ NTSTATUS ConnectionSide::Accept(engine::QueuePair* qp, ReadLimits limits, std::v
 
 void ConnectionSide::OnEstablished() {
     Finish finish;
+    std::shared_ptr<PeerChannel> channel;
+    engine::QueuePair* qp;
     {
         std::lock_guard lock(mutex_);
         if (state_ != SideState::kAccepting || !accept_finish_) return;
-        channel_->MarkEstablished(qp_);
-        state_ = SideState::kConnected;
+        state_ = SideState::kConnected;  // from here the accept timeout and a second RTR change nothing
         finish = std::move(accept_finish_);
         accept_finish_ = nullptr;
+        channel = channel_;
+        qp = qp_;
     }
+    // Still within the channel's event (on the wire: the lane's job that read the RTR), so before its next
+    // FPDU; a close meanwhile is queued behind this job. The consumer hears of it after.
+    channel->MarkEstablished(qp);
     Complete(std::move(finish), STATUS_SUCCESS);
 }
 
 NTSTATUS ConnectionSide::Reject(std::vector<uint8_t> private_data) {
-    std::shared_ptr<PeerChannel> channel;
+    std::shared_ptr<PeerChannel> channel = Channel();
+    const bool lost = !active_ && channel && channel->Lost();  // asked first, as in CompleteConnect
     {
         std::lock_guard lock(mutex_);
-        if (!active_ && state_ == SideState::kIncoming) {
-            if (failed_ || channel_->Lost()) return STATUS_CONNECTION_ABORTED;  // the connecting peer abandoned
+        // (An NdkConnect racing this call may have replaced the channel asked: nothing to reject then.)
+        const bool same = channel != nullptr && channel == channel_;
+        if (same && !active_ && state_ == SideState::kIncoming) {
+            if (failed_ || lost) return STATUS_CONNECTION_ABORTED;  // the connecting peer abandoned
             state_ = SideState::kDone;
-            channel = channel_;
-        } else if (active_ && state_ == SideState::kConnectReady && !peer_.reject) {
+        } else if (same && active_ && state_ == SideState::kConnectReady && !peer_.reject) {
             state_ = SideState::kDone;  // AMB-33: the peer's NdkAccept is aborted
-            channel = channel_;
             private_data.clear();
         } else {
             SetLastErrorText("NdkReject: nothing to reject on this connector (CM-09)");
@@ -207,11 +220,7 @@ NTSTATUS ConnectionSide::GetConnectionData(ULONG* inbound, ULONG* outbound, PVOI
 }
 
 NTSTATUS ConnectionSide::Address(bool peer, Endpoint* out) {
-    std::shared_ptr<PeerChannel> channel;
-    {
-        std::lock_guard lock(mutex_);
-        channel = channel_;
-    }
+    std::shared_ptr<PeerChannel> channel = Channel();
     if (!channel) return STATUS_CONNECTION_INVALID;
     return channel->Address(peer, out);
 }
@@ -419,8 +428,18 @@ void ConnectionSide::ReleaseTuple() {
 }
 
 bool ConnectionSide::GiveQpBackIfUnused() {
+    std::shared_ptr<PeerChannel> channel;
+    engine::QueuePair* qp;
+    bool joined;
+    {
+        std::lock_guard lock(mutex_);
+        channel = channel_;
+        qp = qp_;
+        joined = qp_joined_;
+    }
+    if (joined && !(channel && channel->GaveQpBack(qp))) return false;
     std::lock_guard lock(mutex_);
-    if (qp_joined_ && !(channel_ && channel_->GaveQpBack(qp_))) return false;
+    if (qp_ != qp || qp_joined_ != joined) return false;  // changed meanwhile: the connector's close releases it
     qp_ = nullptr;
     qp_joined_ = false;
     return true;

@@ -3,14 +3,18 @@
 // its RTR, its disconnect, the connection's loss) move it between the states drawn in docs/architecture.md.
 // It owns the connection's consumer-visible timers: the connect and accept timeouts (CM-08) and the disconnect
 // timeout (CM-25). The peer is reached through a PeerChannel (cm/peer_channel.h): a direct call in-process, MPA
-// frames and a TCP stream on the wire. Nothing here calls the channel with the side's lock held, so two sides
-// of one process may call each other freely. Consumer completions go to the adapter's provider thread.
+// frames and a TCP stream on the wire. Nothing here calls the channel with the side's lock held (what a call
+// needs is taken under it, and the state checked again after where it matters), so two sides of one process may
+// call each other freely; LockHeldByThisThread lets tests check it. Consumer completions go to the adapter's
+// provider thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <softndk/ndkpi.h>
@@ -99,9 +103,30 @@ public:
     bool active() const { return active_; }
     ReadLimits requested() const;
     engine::QueuePair* qp();
+    // For tests of the rule above: true while this thread holds the side's lock.
+    bool LockHeldByThisThread() const { return mutex_.HeldByThisThread(); }
 
 private:
+    // The side's mutex, which knows its holder (one relaxed store per lock) so the rule can be checked.
+    class OwnedMutex {
+    public:
+        void lock() {
+            mutex_.lock();
+            holder_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+        }
+        void unlock() {
+            holder_.store(std::thread::id(), std::memory_order_relaxed);
+            mutex_.unlock();
+        }
+        bool HeldByThisThread() const { return holder_.load(std::memory_order_relaxed) == std::this_thread::get_id(); }
+
+    private:
+        std::mutex mutex_;
+        std::atomic<std::thread::id> holder_{};
+    };
+
     ConnectionSide(const SideSettings& settings, bool active) : settings_(settings), active_(active) {}
+    std::shared_ptr<PeerChannel> Channel();  // taken under the lock, to be called outside it
     void IndicateDisconnectLocked();
     // NdkDisconnect's end: the channel is closed (abortively after a timeout), then the QP closed to posts and
     // flushed (CM-24 b, CM-25), and the request completes with `status`.
@@ -116,7 +141,7 @@ private:
 
     const SideSettings settings_;
     const bool active_;
-    std::mutex mutex_;
+    OwnedMutex mutex_;
     SideState state_ = SideState::kIdle;
     std::shared_ptr<PeerChannel> channel_;
     engine::QueuePair* qp_ = nullptr;

@@ -1,5 +1,5 @@
 // The in-process channel: each method is one step of the peer, called directly. No lock of the pair is held
-// while a side is called, and no side calls in here with its lock held except for the lock-free queries.
+// while a side is called, and no side calls in here with its lock held.
 #include "cm/in_process_channel.h"
 
 #include <atomic>

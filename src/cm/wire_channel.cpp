@@ -3,8 +3,6 @@
 #include "cm/wire_channel.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 
 #include "common/last_error.h"
 
@@ -58,22 +56,17 @@ public:
     void Bind(const std::shared_ptr<ConnectionSide>& side) override {
         if (std::shared_ptr<transport::MpaLink> link = Link()) link->SetHandler(HandlerFor(side));
     }
-    // The active side's answer, read on the lane. The lane may read the peer's Reply before the thread that
-    // called MpaLink::Connect has stored the link here (SetLink): a fast peer, or a loaded machine, answers
-    // first (seen once in CI as a member call on a null connection). So wait for SetLink, which is that
-    // thread's very next step; false (an abort) if it has not come in 5 s.
-    bool Answer(PeerAnswer* answer) {
-        std::unique_lock lock(mutex_);
-        if (!link_set_.wait_for(lock, std::chrono::seconds(5), [this] { return link_ != nullptr; })) return false;
-        *answer = AnswerOf(link_->peer());
-        return true;
-    }
-    void SetLink(std::shared_ptr<transport::MpaLink> link) {
+    // Active: told by whichever comes first, the lane's handler at the peer's answer or the thread that called
+    // MpaLink::Connect once it returns (a fast peer, or a loaded machine, answers first). Neither waits.
+    void SetLink(const std::shared_ptr<transport::MpaLink>& link) {
+        bool closed;
         {
             std::lock_guard lock(mutex_);
-            link_ = std::move(link);
+            if (link_ == link) return;
+            link_ = link;
+            closed = closed_;
         }
-        link_set_.notify_all();
+        if (closed) link->Close(nullptr, true);  // the side closed the channel before it knew its link
     }
 
     NTSTATUS Accept(engine::QueuePair* qp, ReadLimits limits, std::vector<uint8_t> private_data) override {
@@ -103,7 +96,13 @@ public:
     }
     void Disconnect() override { Link()->stream()->Disconnect(); }
     void Close(std::function<void()> done, bool abortive) override {
-        if (std::shared_ptr<transport::MpaLink> link = Link())
+        std::shared_ptr<transport::MpaLink> link;
+        {
+            std::lock_guard lock(mutex_);
+            link = link_;
+            closed_ = true;
+        }
+        if (link)
             link->Close(std::move(done), abortive);
         else if (done)
             done();
@@ -134,8 +133,8 @@ private:
     }
 
     std::mutex mutex_;
-    std::condition_variable link_set_;
     std::shared_ptr<transport::MpaLink> link_;
+    bool closed_ = false;
     const bool crc_;
 };
 
@@ -160,18 +159,19 @@ ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, Wire
     opening.channel = std::move(owned);
     std::weak_ptr<ConnectionSide> weak = side;
     opening.send = [channel, weak, plan = std::move(plan), offer = std::move(offer)]() -> NTSTATUS {
-        transport::TcpConnection::EventHandler events = HandlerFor(weak);
-        // The answer: the side reads it from the connection once its Reply or Reject is in.
-        auto handler = [weak, events, channel](transport::TcpConnection::Event event, NTSTATUS status) {
-            if (event != transport::TcpConnection::Event::kMpaReceived) return events(event, status);
-            // The side owns the channel, so the channel lives while the side does.
-            std::shared_ptr<ConnectionSide> side = weak.lock();
-            if (!side) return;
-            PeerAnswer answer;
-            if (channel->Answer(&answer))
-                side->OnPeerAnswer(std::move(answer));
-            else
-                side->OnFailed(STATUS_CONNECTION_ABORTED);
+        // The answer: made with the link before its socket starts, the handler reads the Reply or Reject from
+        // it on the lane, tells the channel its link (the consumer's next steps use it) and then the side.
+        auto make = [weak, channel](std::weak_ptr<transport::MpaLink> weak_link) {
+            return [weak, weak_link, channel, events = HandlerFor(weak)](transport::TcpConnection::Event event,
+                                                                         NTSTATUS status) {
+                if (event != transport::TcpConnection::Event::kMpaReceived) return events(event, status);
+                // The side owns the channel, so the channel lives while the side does.
+                std::shared_ptr<ConnectionSide> side = weak.lock();
+                std::shared_ptr<transport::MpaLink> link = weak_link.lock();  // held by its event's forwarder
+                if (!side || !link) return;
+                channel->SetLink(link);
+                side->OnPeerAnswer(AnswerOf(link->peer()));
+            };
         };
         std::shared_ptr<transport::MpaLink> link;
         NTSTATUS status = STATUS_SHARING_VIOLATION;
@@ -185,13 +185,14 @@ ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, Wire
             }
             sockaddr_storage from = ToSockaddr(attempt > 0 ? *plan.bound : plan.local);
             status = transport::MpaLink::Connect(plan.progress, &from, ToSockaddr(plan.remote), offer, plan.options,
-                                                 handler, &link);
+                                                 make, &link);
         }
         if (!NT_SUCCESS(status)) {
             SetLastErrorText("NdkConnect: the TCP socket could not be bound or connected (0x%08X)",
                              static_cast<unsigned>(status));
             return status;
         }
+        if (plan.before_link_stored) plan.before_link_stored();
         channel->SetLink(link);
         return STATUS_SUCCESS;
     };

@@ -7,6 +7,7 @@
 // MpaLink's and its stream's events arrive on the connection's lane and go straight to the ConnectionSide.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "cm/connection_side.h"
@@ -25,6 +26,8 @@ struct WireConnectPlan {
     bool pick_port = false;
     Endpoint* bound = nullptr;
     std::vector<uint8_t> private_data;
+    // Tests only: runs after the socket started, before the connecting thread tells the channel its link.
+    std::function<void()> before_link_stored;
 };
 
 ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, WireConnectPlan plan);

@@ -1,6 +1,6 @@
 #include "engine/completion_executor.h"
 
-#include "api/verifier_hooks.h"
+#include "engine/verifier_seam.h"
 
 namespace softndk::engine {
 
@@ -76,7 +76,7 @@ void CompletionExecutor::Run() {
         running_job_ = true;
         lock.unlock();
         {
-            api::CallbackScope scope;  // provider thread: callbacks run at DISPATCH_LEVEL (CB-09)
+            CallbackScope scope;  // provider thread: callbacks run at DISPATCH_LEVEL (CB-09)
             job();
         }
         job = nullptr;

@@ -10,11 +10,12 @@
 namespace softndk::transport {
 
 NTSTATUS MpaLink::Connect(engine::ProgressEngine* progress, sockaddr_storage* local, const sockaddr_storage& remote,
-                          MpaOffer offer, const TcpOptions& options, EventHandler handler,
+                          MpaOffer offer, const TcpOptions& options,
+                          const std::function<EventHandler(std::weak_ptr<MpaLink>)>& make,
                           std::shared_ptr<MpaLink>* out) {
     std::shared_ptr<MpaLink> link(new MpaLink(true, options.request_crc));
     link->phase_ = Phase::kConnecting;
-    link->handler_ = std::move(handler);
+    link->handler_ = make(link);
     link->request_ = link->handshake_.Request(std::move(offer));
     const NTSTATUS status =
         TcpConnection::Connect(progress, local, remote, options, link, link->Forwarder(), &link->stream_);

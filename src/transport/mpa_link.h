@@ -25,9 +25,11 @@ public:
     using EventHandler = TcpConnection::EventHandler;
 
     // Active: connects from `local` to `remote` and sends `offer` as the MPA Request once TCP is up (see
-    // TcpConnection::Connect for the inline failures).
+    // TcpConnection::Connect for the inline failures). As in Adopt, the handler is made from the new link before
+    // any event can fire, so it reaches the link (its peer()) without waiting for this call to return.
     static NTSTATUS Connect(engine::ProgressEngine* progress, sockaddr_storage* local, const sockaddr_storage& remote,
-                            MpaOffer offer, const TcpOptions& options, EventHandler handler,
+                            MpaOffer offer, const TcpOptions& options,
+                            const std::function<EventHandler(std::weak_ptr<MpaLink>)>& make,
                             std::shared_ptr<MpaLink>* out);
     // Passive: an accepted socket; its MPA Request is read next. The handler is made (from the new link) before
     // any event can fire; SetHandler replaces it later.

@@ -254,4 +254,44 @@ TEST_F(VerifierTest, QP_05_TwoThreadsPostingToOneQueueAreReported) {
     EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
 }
 
+// CB-09 through the engine's seam (engine/verifier_seam.h): a CQ notification is a job of the provider thread with
+// no scope of the api's own, so only the executor's CallbackScope raises it to DISPATCH_LEVEL.
+struct Notified {
+    std::atomic<bool> fired{false};
+    std::atomic<KIRQL> irql{PASSIVE_LEVEL};
+};
+VOID RecordIrql(PVOID context, NTSTATUS) {
+    auto* notified = static_cast<Notified*>(context);
+    notified->irql = KeGetCurrentIrql();
+    notified->fired = true;
+}
+
+TEST_F(VerifierTest, CB_09_ACqNotificationOnTheProviderThreadRunsAtDispatchLevel) {
+    NDK_ADAPTER* adapter = Open(SOFTNDK_COMPLETION_INLINE);
+    NDK_OBJECT_HEADER* created = nullptr;
+    NDK_PD* pd = nullptr;
+    ASSERT_EQ(adapter->Dispatch->NdkCreatePd(adapter, Created, &created, &pd), STATUS_SUCCESS);
+    Notified notified;
+    NDK_CQ* cq = nullptr;
+    ASSERT_EQ(adapter->Dispatch->NdkCreateCq(adapter, 16, RecordIrql, &notified, nullptr, Created, &created, &cq),
+              STATUS_SUCCESS);
+    NDK_QP* qp = nullptr;
+    ASSERT_EQ(pd->Dispatch->NdkCreateQp(pd, cq, cq, nullptr, 16, 16, 1, 1, 0, Created, &created, &qp), STATUS_SUCCESS);
+    cq->Dispatch->NdkArmCq(cq, NDK_CQ_NOTIFY_ANY);
+    NDK_SGE sge{};
+    ASSERT_EQ(qp->Dispatch->NdkReceive(qp, nullptr, &sge, 0), STATUS_SUCCESS);
+    qp->Dispatch->NdkFlush(qp);  // the receive completes (flushed): the armed CQ notifies
+    for (int i = 0; i < 400 && !notified.fired; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(notified.fired);
+    EXPECT_EQ(notified.irql.load(), DISPATCH_LEVEL);
+    EXPECT_EQ(qp->Dispatch->NdkCloseQp(&qp->Header, nullptr, nullptr), STATUS_SUCCESS);
+    Done cq_closed;
+    if (cq->Dispatch->NdkCloseCq(&cq->Header, MarkClosed, &cq_closed) == STATUS_PENDING)
+        while (!cq_closed.done) std::this_thread::yield();
+    Done pd_closed;
+    if (pd->Dispatch->NdkClosePd(&pd->Header, MarkClosed, &pd_closed) == STATUS_PENDING)
+        while (!pd_closed.done) std::this_thread::yield();
+    EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+}
+
 }  // namespace

@@ -18,7 +18,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // Records what the side asked of its peer. `echo` makes it answer from inside the call, as the in-process
-// channel does: the side must not hold its lock then.
+// channel does: the side must not hold its lock then. Every call checks that rule (connection_side.h) and logs
+// "locked: <call>" when it is broken.
 class FakeChannel final : public PeerChannel {
 public:
     struct Log {
@@ -33,37 +34,65 @@ public:
             std::lock_guard lock(mutex);
             return std::find(calls.begin(), calls.end(), call) != calls.end();
         }
+        std::vector<std::string> CallsUnderTheSidesLock() {
+            std::lock_guard lock(mutex);
+            std::vector<std::string> locked;
+            for (const std::string& call : calls)
+                if (call.rfind("locked: ", 0) == 0) locked.push_back(call);
+            return locked;
+        }
     };
     explicit FakeChannel(std::shared_ptr<Log> log) : log_(std::move(log)) {}
 
     std::weak_ptr<ConnectionSide> side;
     bool lost = false;
     bool echo_disconnect = false;
+    bool gave_qp_back = false;
 
     void Bind(const std::shared_ptr<ConnectionSide>& bound) override { side = bound; }
     NTSTATUS Accept(engine::QueuePair*, ReadLimits, std::vector<uint8_t>) override {
-        log_->Add("accept");
+        Called("accept");
         return STATUS_SUCCESS;
     }
-    void Reject(std::vector<uint8_t>) override { log_->Add("reject"); }
-    void Establish(engine::QueuePair*, ReadLimits) override { log_->Add("establish"); }
+    void Reject(std::vector<uint8_t>) override { Called("reject"); }
+    void Establish(engine::QueuePair*, ReadLimits) override { Called("establish"); }
+    void MarkEstablished(engine::QueuePair*) override { Called("mark established"); }
     void Disconnect() override {
-        log_->Add("disconnect");
+        Called("disconnect");
         if (std::shared_ptr<ConnectionSide> me = side.lock(); me && echo_disconnect) me->OnPeerDisconnected();
     }
     void Close(std::function<void()> done, bool abortive) override {
-        log_->Add("close");
+        Called("close");
         {
             std::lock_guard lock(log_->mutex);
             log_->last_close_abortive = abortive;
         }
         if (done) done();
     }
-    bool Lost() override { return lost; }
-    NTSTATUS Address(bool, Endpoint*) override { return STATUS_CONNECTION_INVALID; }
-    bool GaveQpBack(engine::QueuePair*) override { return false; }
+    bool Lost() override {
+        Called("lost");
+        return lost;
+    }
+    void WhenDrained(std::function<void()> done) override {
+        Called("when drained");
+        done();
+    }
+    NTSTATUS Address(bool, Endpoint*) override {
+        Called("address");
+        return STATUS_CONNECTION_INVALID;
+    }
+    bool GaveQpBack(engine::QueuePair*) override {
+        Called("gave qp back");
+        return gave_qp_back;
+    }
 
 private:
+    void Called(const std::string& call) {
+        log_->Add(call);
+        std::shared_ptr<ConnectionSide> me = side.lock();
+        if (me && me->LockHeldByThisThread()) log_->Add("locked: " + call);
+    }
+
     std::shared_ptr<Log> log_;
 };
 
@@ -99,6 +128,9 @@ protected:
         EXPECT_EQ(side->Connect(nullptr, std::move(opening), connected->finish()), STATUS_PENDING);
         return side;
     }
+
+    // Every test: no channel call was made with the side's lock held (connection_side.h, issue 34 §2).
+    void TearDown() override { EXPECT_EQ(log_->CallsUnderTheSidesLock(), std::vector<std::string>{}); }
 
     std::shared_ptr<ConnectionSide> Connected(FakeChannel** channel_out, std::atomic<int>* events) {
         Outcome connected;
@@ -241,6 +273,61 @@ TEST_F(ConnectionSideTest, CM_28_StepsOutOfOrderAreRefusedAndChangeNothing) {
     EXPECT_EQ(side->state(), SideState::kConnecting);
     side->CancelPending();
     EXPECT_EQ(connected.Wait(), STATUS_CANCELLED);
+}
+
+// Issue 34 §2: the four calls below were made under the side's lock; TearDown checks each test for that.
+TEST_F(ConnectionSideTest, CM_07_CompleteConnectAsksWhetherThePeerIsLostWithoutTheSidesLock) {
+    Outcome connected;
+    FakeChannel* channel;
+    auto side = Connecting(&connected, &channel);
+    ASSERT_TRUE(side->OnPeerAnswer(PeerAnswer{{}, {1, 1}, false}));
+    EXPECT_EQ(connected.Wait(), STATUS_SUCCESS);
+    EXPECT_EQ(side->CompleteConnect(nullptr), STATUS_SUCCESS);
+    EXPECT_TRUE(log_->Has("lost"));
+    EXPECT_TRUE(log_->Has("establish"));
+    EXPECT_EQ(side->CompleteConnect(nullptr), STATUS_CONNECTION_INVALID);  // once
+}
+
+TEST_F(ConnectionSideTest, CM_09_RejectAsksWhetherThePeerIsLostWithoutTheSidesLock) {
+    auto passive = ConnectionSide::MakePassive(settings_, PeerAnswer{}, std::make_unique<FakeChannel>(log_));
+    EXPECT_EQ(passive->Reject({1}), STATUS_SUCCESS);
+    EXPECT_TRUE(log_->Has("lost"));
+    EXPECT_TRUE(log_->Has("reject"));
+    EXPECT_EQ(passive->state(), SideState::kDone);
+
+    auto lost_channel = std::make_unique<FakeChannel>(log_);
+    lost_channel->lost = true;
+    auto abandoned = ConnectionSide::MakePassive(settings_, PeerAnswer{}, std::move(lost_channel));
+    EXPECT_EQ(abandoned->Reject({}), STATUS_CONNECTION_ABORTED);
+    EXPECT_EQ(abandoned->state(), SideState::kIncoming);
+}
+
+TEST_F(ConnectionSideTest, CM_08_TheRtrMarksTheQpEstablishedWithoutTheSidesLockBeforeTheAcceptCompletes) {
+    auto side =
+        ConnectionSide::MakePassive(settings_, PeerAnswer{{}, {2, 2}, false}, std::make_unique<FakeChannel>(log_));
+    Outcome accepted;
+    EXPECT_EQ(side->Accept(nullptr, {4, 4}, {}, nullptr,
+                           [this, &accepted](NTSTATUS status) {
+                               EXPECT_TRUE(log_->Has("mark established"));
+                               accepted.promise.set_value(status);
+                           }),
+              STATUS_PENDING);
+    side->OnEstablished();
+    EXPECT_EQ(accepted.Wait(), STATUS_SUCCESS);
+    EXPECT_EQ(side->state(), SideState::kConnected);
+}
+
+TEST_F(ConnectionSideTest, CM_08_AfterAFailedAcceptTheQpIsGivenBackOnlyWhenTheChannelLetItGo) {
+    for (const bool gave_back : {false, true}) {
+        auto owned = std::make_unique<FakeChannel>(log_);
+        owned->gave_qp_back = gave_back;
+        auto side = ConnectionSide::MakePassive(settings_, PeerAnswer{{}, {2, 2}, false}, std::move(owned));
+        Outcome accepted;
+        EXPECT_EQ(side->Accept(nullptr, {4, 4}, {}, nullptr, accepted.finish()), STATUS_PENDING);
+        EXPECT_EQ(accepted.Wait(), STATUS_IO_TIMEOUT);
+        EXPECT_EQ(side->GiveQpBackIfUnused(), gave_back);
+        EXPECT_TRUE(log_->Has("gave qp back"));
+    }
 }
 
 }  // namespace
