@@ -143,6 +143,14 @@ typedef struct _NDK_VERSION {
 #define NDK_VERSION_MAJOR 1
 #define NDK_VERSION_1_1_MINOR 1
 #define NDK_VERSION_1_2_MINOR 2
+/* NDKPI 2.x (spec decision "NDK 2.x"). The names are softndk's: no public source shows the WDK's own constants
+ * for 2.x. NDKPI 2.1 is where the pages put NdkCompleteConnectEx, NdkAcceptEx and NdkDisconnectEventCallbackEx
+ * ("Supported in NDKPI 2.1 and later") and NDK_RESULT_EX.ProviderErrorCode (the "2.1 memory layout"). Windows'
+ * own type records (Windows 10 1607 … Windows 11) show no other change: the dispatch tables below, the 2.1
+ * connector slots at their end, and NDK_ADAPTER_INFO the same 104 bytes (x64) for 1.x and 2.x consumers. */
+#define NDK_VERSION_2_MAJOR 2
+#define NDK_VERSION_2_0_MINOR 0
+#define NDK_VERSION_2_1_MINOR 1
 
 /* ---- Enumerations (declarations §3) ---- */
 typedef enum _NDK_OBJECT_TYPE {

@@ -61,7 +61,7 @@ typedef struct _SOFTNDK_FAULT_RULE {
 typedef struct _SOFTNDK_ADAPTER_CONFIG {
     ULONG Size;                   /* sizeof(SOFTNDK_ADAPTER_CONFIG) */
     ULONG Version;                /* SOFTNDK_ADAPTER_CONFIG_VERSION */
-    NDK_VERSION RequestedVersion; /* AI-08 negotiation; default 1.2 */
+    NDK_VERSION RequestedVersion; /* AI-08 negotiation (1.0 … 1.2 or 2.0 … 2.1); default 1.2 */
     ULONG CompletionMode;         /* a SOFTNDK_COMPLETION_MODE */
     ULONG RandomSeed;             /* SOFTNDK_COMPLETION_RANDOM; also seeds token randomisation when non-zero */
     ULONG FaultRuleCount;

@@ -165,7 +165,7 @@ extern "C" NTSTATUS SoftNdkOpenAdapter(const SOFTNDK_ADAPTER_CONFIG* Config, NDK
         return status;
     }
     adapter->info = Config->Limits;
-    adapter->info.Version = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};  // AI-08: our highest minor
+    softndk::api::NegotiateVersion(Config->RequestedVersion, &adapter->info.Version);  // AI-08: validated above
     adapter->limits.max_registration_size = adapter->info.MaxRegistrationSize;
     adapter->limits.max_fast_register_pages =
         static_cast<uint32_t>(std::min<uint64_t>(adapter->info.MaxRegistrationSize / PAGE_SIZE, UINT32_MAX));

@@ -73,12 +73,27 @@ NDK_ADAPTER_INFO DefaultAdapterInfo() {
     return info;
 }
 
+bool NegotiateVersion(NDK_VERSION requested, NDK_VERSION* negotiated) {
+    // AI-08: the major must be one we speak; a minor above our highest in that major is refused; a lower one
+    // gets our highest (higher minors are supersets). 2.1 is 1.2 plus the 2.1 connector slots and
+    // ProviderErrorCode, which softndk has (spec decision "NDK 2.x").
+    if (requested.Major == NDK_VERSION_MAJOR && requested.Minor <= NDK_VERSION_1_2_MINOR) {
+        *negotiated = NDK_VERSION{NDK_VERSION_MAJOR, NDK_VERSION_1_2_MINOR};
+        return true;
+    }
+    if (requested.Major == NDK_VERSION_2_MAJOR && requested.Minor <= NDK_VERSION_2_1_MINOR) {
+        *negotiated = NDK_VERSION{NDK_VERSION_2_MAJOR, NDK_VERSION_2_1_MINOR};
+        return true;
+    }
+    return false;
+}
+
 NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config) {
     if (config.Size != sizeof(SOFTNDK_ADAPTER_CONFIG) || config.Version != SOFTNDK_ADAPTER_CONFIG_VERSION)
         return InvalidParameter("Config.Size/Version do not match this softndk (call SoftNdkInitAdapterConfig)");
-    // AI-08: major must match; a minor above ours is refused.
-    if (config.RequestedVersion.Major != NDK_VERSION_MAJOR || config.RequestedVersion.Minor > NDK_VERSION_1_2_MINOR) {
-        SetLastErrorText("SoftNdkOpenAdapter: NDKPI %u.%u requested; this provider supports 1.0 … 1.2",
+    NDK_VERSION negotiated;
+    if (!NegotiateVersion(config.RequestedVersion, &negotiated)) {
+        SetLastErrorText("SoftNdkOpenAdapter: NDKPI %u.%u requested; this provider supports 1.0 … 1.2 and 2.0 … 2.1",
                          config.RequestedVersion.Major, config.RequestedVersion.Minor);
         return NDIS_STATUS_BAD_VERSION;
     }

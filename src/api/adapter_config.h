@@ -17,6 +17,9 @@ NDK_ADAPTER_INFO DefaultAdapterInfo();
 constexpr ULONG kHonouredAdapterFlags = NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED |
                                         NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED |
                                         NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED;
+// AI-08: the version an open with `requested` negotiates, per major: 1.0 … 1.2 give 1.2, 2.0 … 2.1 give 2.1
+// (spec decision "NDK 2.x"). false for any other request (NDIS_STATUS_BAD_VERSION).
+bool NegotiateVersion(NDK_VERSION requested, NDK_VERSION* negotiated);
 // STATUS_SUCCESS, NDIS_STATUS_BAD_VERSION, STATUS_NOT_SUPPORTED or STATUS_INVALID_PARAMETER (last-error text).
 NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config);
 // Issue 7 §4: the IPv4/IPv6 addresses of the interface named `name` (or with index `index` when `name` is

@@ -28,6 +28,15 @@ struct Registration {
 // Issue 19 §2: one device per interface, as a NIC is one. Every WskOpenNdkAdapter of an IfIndex is a handle on
 // the same NDK_ADAPTER, so objects created through one open work with objects created through another; the
 // device closes with its last open (which waits for every object, LIFE-15), an earlier close returns at once.
+// The adapter and every object header carry the negotiated version (AI-08), so a 1.x open and a 2.x open of one
+// interface are two devices: each consumer reads the major it asked for (spec decision "NDK 2.x").
+struct DeviceKey {
+    NET_IFINDEX index;
+    USHORT major;
+    bool operator<(const DeviceKey& other) const {
+        return index != other.index ? index < other.index : major < other.major;
+    }
+};
 struct Device {
     NDK_ADAPTER* adapter = nullptr;
     std::multiset<Registration*> opens;  // one entry per open, by the WSK client that made it
@@ -39,8 +48,8 @@ struct State {
     std::condition_variable released;
     std::map<NET_IFINDEX, SOFTNDK_ADAPTER_CONFIG> interfaces;
     std::set<Registration*> registrations;
-    std::map<NET_IFINDEX, Device> devices;
-    std::map<NDK_ADAPTER*, NET_IFINDEX> adapters;  // a device's adapter -> its interface
+    std::map<DeviceKey, Device> devices;
+    std::map<NDK_ADAPTER*, DeviceKey> adapters;  // a device's adapter -> its interface and major
 };
 State& Wsk() {
     static auto* state = new State();
@@ -52,6 +61,12 @@ Registration* FromClient(PWSK_CLIENT client) {
     State& state = Wsk();
     std::lock_guard lock(state.mutex);
     return state.registrations.count(registration) != 0 ? registration : nullptr;
+}
+
+// The versions SoftNdkOpenAdapter negotiates (AI-08): 1.0 … 1.2 and 2.0 … 2.1.
+bool Negotiable(NDK_VERSION version) {
+    return (version.Major == NDK_VERSION_MAJOR && version.Minor <= NDK_VERSION_1_2_MINOR) ||
+           (version.Major == NDK_VERSION_2_MAJOR && version.Minor <= NDK_VERSION_2_1_MINOR);
 }
 
 bool PassiveOnly(const char* call) {
@@ -101,11 +116,11 @@ NTSTATUS WSKAPI OpenNdkAdapter(PWSK_CLIENT Client, NDK_VERSION NdkVersion, NET_I
             return STATUS_NOT_FOUND;
         }
         config = it->second;
-        // AI-08 negotiation is the provider's: 1.0 … 1.2 open and report 1.2; NDK 2.x answers
-        // NDIS_STATUS_BAD_VERSION so the consumer falls back (spec decision "NDK 2.x"). The same for every open.
-        auto device = state.devices.find(IfIndex);
-        if (device != state.devices.end() && NdkVersion.Major == NDK_VERSION_MAJOR &&
-            NdkVersion.Minor <= NDK_VERSION_1_2_MINOR) {
+        // AI-08 negotiation is the provider's (SoftNdkOpenAdapter): 1.0 … 1.2 open and report 1.2, 2.0 … 2.1
+        // open and report 2.1, anything else is NDIS_STATUS_BAD_VERSION (spec decision "NDK 2.x"). The same for
+        // every open, so an open that joins a device checks the version as the provider would.
+        auto device = state.devices.find(DeviceKey{IfIndex, NdkVersion.Major});
+        if (device != state.devices.end() && Negotiable(NdkVersion)) {
             device->second.opens.insert(registration);  // issue 19 §2: another handle on the same device
             *ppNdkAdapter = device->second.adapter;
             return STATUS_SUCCESS;
@@ -117,10 +132,11 @@ NTSTATUS WSKAPI OpenNdkAdapter(PWSK_CLIENT Client, NDK_VERSION NdkVersion, NET_I
     if (!NT_SUCCESS(status)) return status;
     {
         std::lock_guard lock(state.mutex);
-        Device& device = state.devices[IfIndex];
+        const DeviceKey key{IfIndex, NdkVersion.Major};
+        Device& device = state.devices[key];
         device.adapter = adapter;
         device.opens.insert(registration);
-        state.adapters[adapter] = IfIndex;
+        state.adapters[adapter] = key;
     }
     *ppNdkAdapter = adapter;
     return STATUS_SUCCESS;
@@ -251,7 +267,7 @@ ULONG OpenAdapters() {  // opens, not devices: each WskOpenNdkAdapter needs its 
     State& state = Wsk();
     std::lock_guard lock(state.mutex);
     size_t opens = 0;
-    for (const auto& [index, device] : state.devices) opens += device.opens.size();
+    for (const auto& [key, device] : state.devices) opens += device.opens.size();
     return static_cast<ULONG>(opens);
 }
 
@@ -313,10 +329,10 @@ VOID WskDeregister(PWSK_REGISTRATION WskRegistration) {
         std::fprintf(stderr, "softndk-km: WskDeregister waits for %u WskReleaseProviderNPI call(s)\n",
                      registration->captures);
     state.registrations.erase(registration);
-    for (const auto& [index, device] : state.devices)
+    for (const auto& [key, device] : state.devices)
         if (device.opens.count(registration) != 0)
             std::fprintf(stderr, "softndk-km: WskDeregister while NDK adapter %p (IfIndex %u) is still open\n",
-                         static_cast<void*>(device.adapter), index);
+                         static_cast<void*>(device.adapter), key.index);
     delete registration;
     WskRegistration->ReservedRegistrationState = 0;
 }

@@ -143,7 +143,25 @@ TEST(AdapterOpenTest, AI_08_VersionNegotiation) {
     EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
     config.RequestedVersion = NDK_VERSION{1, 3};
     EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), NDIS_STATUS_BAD_VERSION);
-    config.RequestedVersion = NDK_VERSION{2, 0};
+    // Spec decision "NDK 2.x": 2.0 and 2.1 open and report 2.1, in the adapter info and every header.
+    for (USHORT minor : {USHORT{0}, USHORT{1}}) {
+        config.RequestedVersion = NDK_VERSION{2, minor};
+        ASSERT_EQ(SoftNdkOpenAdapter(&config, &adapter), STATUS_SUCCESS) << "2." << minor;
+        EXPECT_EQ(adapter->Header.Version.Major, 2);
+        EXPECT_EQ(adapter->Header.Version.Minor, 1);
+        NDK_ADAPTER_INFO info{};
+        ULONG size = sizeof(info);
+        EXPECT_EQ(adapter->Dispatch->NdkQueryAdapterInfo(adapter, &info, &size), STATUS_SUCCESS);
+        EXPECT_EQ(size, sizeof(NDK_ADAPTER_INFO));
+        EXPECT_EQ(info.Version.Major, 2);
+        EXPECT_EQ(info.Version.Minor, 1);
+        EXPECT_EQ(SoftNdkCloseAdapter(adapter), STATUS_SUCCESS);
+    }
+    config.RequestedVersion = NDK_VERSION{2, 2};
+    EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), NDIS_STATUS_BAD_VERSION);
+    config.RequestedVersion = NDK_VERSION{3, 0};
+    EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), NDIS_STATUS_BAD_VERSION);
+    config.RequestedVersion = NDK_VERSION{0, 9};
     EXPECT_EQ(SoftNdkOpenAdapter(&config, &adapter), NDIS_STATUS_BAD_VERSION);
 }
 

@@ -18,6 +18,23 @@ _Static_assert(sizeof(PNDK_QP) == sizeof(void*) && sizeof(PNDK_SGE) == sizeof(vo
 _Static_assert(sizeof(enum _NDK_RDMA_TECHNOLOGY) == 4, "enum tag");
 _Static_assert(NT_ERROR(STATUS_INVALID_PARAMETER) && NT_WARNING(STATUS_BUFFER_OVERFLOW), "severity macros");
 _Static_assert(WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH == 'NDKD', "the 'NDKD' control code");
+/* AI-08 / spec decision "NDK 2.x": the layouts Windows' own type records give on x64 (Windows 10 1607 …
+ * Windows 11), the same for 1.x and 2.x consumers: NDK_ADAPTER_INFO is 104 bytes, the 2.1 connector slots
+ * follow NdkDisconnect, NDK_RESULT_EX.ProviderErrorCode sits in the padding after Type. */
+#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
+_Static_assert(sizeof(NDK_ADAPTER_INFO) == 104 && offsetof(NDK_ADAPTER_INFO, MaxRegistrationSize) == 0x10 &&
+                   offsetof(NDK_ADAPTER_INFO, AdapterFlags) == 0x5C &&
+                   offsetof(NDK_ADAPTER_INFO, RdmaTechnology) == 0x60,
+               "NDK_ADAPTER_INFO as Windows lays it out on x64");
+_Static_assert(sizeof(NDK_ADAPTER_DISPATCH) == 0x48, "nine adapter slots, no NdkQueryAdapterInfoEx");
+_Static_assert(offsetof(NDK_CONNECTOR_DISPATCH, NdkCompleteConnectEx) == 0x58 &&
+                   offsetof(NDK_CONNECTOR_DISPATCH, NdkAcceptEx) == 0x60 && sizeof(NDK_CONNECTOR_DISPATCH) == 0x68,
+               "the NDKPI 2.1 connector slots");
+_Static_assert(offsetof(NDK_RESULT_EX, ProviderErrorCode) == 0x1C &&
+                   offsetof(NDK_RESULT_EX, TypeSpecificCompletionOutput) == 0x20 && sizeof(NDK_RESULT_EX) == 0x28,
+               "NDK_RESULT_EX, 2.1 layout");
+#endif
+_Static_assert(NDK_VERSION_2_MAJOR == 2 && NDK_VERSION_2_0_MINOR == 0 && NDK_VERSION_2_1_MINOR == 1, "NDKPI 2.x");
 
 static CONST ULONG kTag = 'pFkN';
 

@@ -317,8 +317,8 @@ TEST(KmWsk, ControlClientReturnsTheNdkDispatchAndOpensTheInterfaceAdapter) {
     config.CompletionMode = SOFTNDK_COMPLETION_PEND;
     ASSERT_EQ(SoftNdkKmRegisterInterface(7, &config), STATUS_SUCCESS);
     NDK_ADAPTER* adapter = nullptr;
-    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{2, 0}, 7, &adapter), NDIS_STATUS_BAD_VERSION)
-        << "NDK 2.x: the documented answer, so the consumer falls back to 1.x";
+    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{3, 0}, 7, &adapter), NDIS_STATUS_BAD_VERSION)
+        << "AI-08: a major the provider does not speak";
     EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 0}, 99, &adapter), STATUS_NOT_FOUND);
     ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 0}, 7, &adapter), STATUS_SUCCESS);
     EXPECT_EQ(adapter->Header.Version.Minor, 2);
@@ -394,8 +394,8 @@ TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
     ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 2}, 9, &other), STATUS_SUCCESS);
     EXPECT_EQ(first, second) << "two opens of IfIndex 8: one device";
     EXPECT_NE(first, other) << "IfIndex 9 is another device";
-    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{2, 0}, 8, &second), NDIS_STATUS_BAD_VERSION)
-        << "the version is negotiated for every open";
+    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 3}, 8, &second), NDIS_STATUS_BAD_VERSION)
+        << "the version is negotiated for every open, also one that would join the device";
     SOFTNDK_KM_STATISTICS statistics{};
     SoftNdkKmGetStatistics(&statistics);
     EXPECT_EQ(statistics.NdkAdapters, 3u) << "each open needs its close";
@@ -437,6 +437,76 @@ TEST(KmWsk, ISSUE_19_SeveralOpensOfOneInterfaceAreOneDevice) {
     EXPECT_EQ(statistics.NdkAdapters, 0u);
     EXPECT_EQ(SoftNdkKmUnregisterInterface(8), STATUS_SUCCESS);
     EXPECT_EQ(SoftNdkKmUnregisterInterface(9), STATUS_SUCCESS);
+}
+
+// AI-08 and spec decision "NDK 2.x": a driver built with WDK 10.0.26100 asks for NDK 2.0 only, as it does of
+// Windows with real hardware (which opens it and answers NdkQueryAdapterInfo with 104 bytes). softndk opens it,
+// reports its highest 2.x minor (2.1: the 2.1 connector slots and ProviderErrorCode are there) and gives the
+// NDK_ADAPTER_INFO Windows gives on x64; a 1.2 consumer of the same interface is unchanged; a major 3 is refused.
+TEST(KmWsk, AI_08_Ndk20OnlyConsumerOpensAndReadsAWindowsSizedAdapterInfo) {
+    WskNdkClient wsk;
+    ASSERT_NO_FATAL_FAILURE(wsk.Open());
+    WSK_PROVIDER_NPI& provider = wsk.provider;
+    WSK_PROVIDER_NDK_DISPATCH& ndk = wsk.ndk;
+    ASSERT_EQ(SoftNdkKmRegisterInterface(11, nullptr), STATUS_SUCCESS);
+    auto query = [](NDK_ADAPTER* adapter, NDK_ADAPTER_INFO* info) {
+        ULONG size = 0;
+        EXPECT_EQ(adapter->Dispatch->NdkQueryAdapterInfo(adapter, nullptr, &size), STATUS_BUFFER_TOO_SMALL);
+        EXPECT_EQ(size, sizeof(NDK_ADAPTER_INFO)) << "AI-01: the required size";
+        *info = NDK_ADAPTER_INFO{};
+        EXPECT_EQ(adapter->Dispatch->NdkQueryAdapterInfo(adapter, info, &size), STATUS_SUCCESS);
+        return size;
+    };
+
+    NDK_ADAPTER* v2 = nullptr;
+    ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{2, 0}, 11, &v2), STATUS_SUCCESS)
+        << "NDK 2.0 only, as a WDK 10.0.26100 driver asks";
+    ASSERT_NE(v2, nullptr);
+    EXPECT_EQ(v2->Header.ObjectType, NdkObjectTypeAdapter);
+    EXPECT_EQ(v2->Header.Version.Major, 2);
+    EXPECT_EQ(v2->Header.Version.Minor, 1) << "AI-08: the provider's highest minor of the major asked for";
+    NDK_ADAPTER_INFO info;
+    const ULONG size = query(v2, &info);
+    if (sizeof(void*) == 8) {
+        EXPECT_EQ(size, 104u) << "the size Windows answers on x64";
+    }
+    EXPECT_EQ(info.Version.Major, 2);
+    EXPECT_EQ(info.Version.Minor, 1);
+    EXPECT_EQ(info.RdmaTechnology, NdkiWarp);
+    EXPECT_GE(info.FRMRPageCount, 16u);
+    NDK_PD* pd = nullptr;
+    auto created = [](PVOID, NTSTATUS, NDK_OBJECT_HEADER*) {};
+    ASSERT_EQ(v2->Dispatch->NdkCreatePd(v2, created, nullptr, &pd), STATUS_SUCCESS);
+    EXPECT_EQ(pd->Header.Version.Major, 2) << "object headers carry the negotiated version too";
+    EXPECT_EQ(pd->Header.Version.Minor, 1);
+    EXPECT_EQ(pd->Dispatch->NdkClosePd(&pd->Header, nullptr, nullptr), STATUS_SUCCESS);
+
+    NDK_ADAPTER* v21 = nullptr;
+    ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{2, 1}, 11, &v21), STATUS_SUCCESS);
+    EXPECT_EQ(v21, v2) << "issue 19 §2: another 2.x open of the interface is a handle on the same device";
+
+    NDK_ADAPTER* v1 = nullptr;
+    ASSERT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{1, 2}, 11, &v1), STATUS_SUCCESS);
+    EXPECT_NE(v1, v2) << "a 1.x consumer gets an adapter that speaks 1.x";
+    EXPECT_EQ(v1->Header.Version.Major, 1);
+    EXPECT_EQ(v1->Header.Version.Minor, 2);
+    EXPECT_EQ(query(v1, &info), sizeof(NDK_ADAPTER_INFO)) << "1.x and 2.x lay NDK_ADAPTER_INFO out alike";
+    EXPECT_EQ(info.Version.Major, 1);
+    EXPECT_EQ(info.Version.Minor, 2);
+
+    NDK_ADAPTER* refused = nullptr;
+    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{3, 0}, 11, &refused), NDIS_STATUS_BAD_VERSION);
+    EXPECT_EQ(ndk.WskOpenNdkAdapter(provider.Client, NDK_VERSION{2, 2}, 11, &refused), NDIS_STATUS_BAD_VERSION)
+        << "a 2.x minor above ours";
+    EXPECT_EQ(refused, nullptr);
+
+    ndk.WskCloseNdkAdapter(provider.Client, v21);
+    ndk.WskCloseNdkAdapter(provider.Client, v2);
+    ndk.WskCloseNdkAdapter(provider.Client, v1);
+    SOFTNDK_KM_STATISTICS statistics{};
+    SoftNdkKmGetStatistics(&statistics);
+    EXPECT_EQ(statistics.NdkAdapters, 0u);
+    EXPECT_EQ(SoftNdkKmUnregisterInterface(11), STATUS_SUCCESS);
 }
 
 }  // namespace

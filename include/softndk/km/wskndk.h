@@ -1,8 +1,8 @@
 /* softndk kernel layer — wskndk.h: the WSK NDK extension (issue 9 §2). WskControlClient with
  * WSKNDK_GET_WSK_PROVIDER_NDK_DISPATCH fills a WSK_PROVIDER_NDK_DISPATCH; WskOpenNdkAdapter opens the softndk
  * adapter of an interface index with that interface's configuration (softndk_km.h); WskCloseNdkAdapter closes
- * it (blocking, PASSIVE_LEVEL, LIFE-15). NDK 2.x requests answer NDIS_STATUS_BAD_VERSION (spec decision
- * "NDK 2.x"), so a consumer falls back to 1.x. */
+ * it (blocking, PASSIVE_LEVEL, LIFE-15). NDK 1.0 … 1.2 open an adapter that reports 1.2, NDK 2.0 … 2.1 one that
+ * reports 2.1 (AI-08, spec decision "NDK 2.x"); any other version answers NDIS_STATUS_BAD_VERSION. */
 #ifndef SOFTNDK_KM_WSKNDK_H
 #define SOFTNDK_KM_WSKNDK_H
 
