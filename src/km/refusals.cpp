@@ -1,10 +1,12 @@
 // Issue 19 §3: under the kernel layer every refusal of a consumer's NDK call is printed, whatever SOFTNDK_LOG
 // says: the function, the status by name and the reason (the provider's text, or what the status means).
 // Each object's Dispatch pointer is swapped, when the object is created, for a copy of its table whose entries
-// forward to the provider's and look at the status; the provider's tables are not touched. Size queries
-// (STATUS_BUFFER_TOO_SMALL with the size needed) are answers, not refusals. A request that fails later, through
-// its completion, is said too ("failed in its completion").
-// SOFTNDK_KM_REFUSALS=off silences it; repeats of one function and status stop after kPrintedRepeats.
+// forward to the provider's and look at the status; the provider's tables are not touched. A consumer may
+// replace that pointer in turn with its own copy (issue 33 §4.2): the forwarders find the provider's table
+// without it. Size queries (STATUS_BUFFER_TOO_SMALL with the size needed) are answers, not refusals. A request that
+// fails later, through its completion, is said too ("failed in its completion"). SOFTNDK_KM_REFUSALS=off silences it;
+// repeats of one function and status stop after kPrintedRepeats.
+#include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -114,10 +116,40 @@ bool SizeQuery(NTSTATUS status) {
     return status == STATUS_BUFFER_TOO_SMALL;
 }
 
+// Issue 33 §4.2: every forwarding table made for `Table`, found without the object's Dispatch: a consumer or
+// filter may have replaced that with its own copy of our table (copy, override one entry, forward to the
+// original), and reading our original through the copy made every call recurse until the stack overflowed.
+template <class Table>
+struct Forwarders {
+    static constexpr size_t kMax = 8;  // softndk has one provider table per object type
+    std::atomic<const WrappedTable<Table>*> made[kMax];
+    std::atomic<size_t> count{0};
+};
+template <class Table>
+Forwarders<Table> g_forwarders;
+
+// The provider's table behind `handle`: the original of our forwarding table when the object's Dispatch is
+// still one; else (a replaced Dispatch) the provider's only table of this type. Null when neither holds.
 template <class Table>
 const Table* OriginalOf(const void* handle) {
-    const auto* view = static_cast<const ObjectView*>(handle);
-    return static_cast<const WrappedTable<Table>*>(view->dispatch)->original;
+    const void* current = static_cast<const ObjectView*>(handle)->dispatch;
+    Forwarders<Table>& forwarders = g_forwarders<Table>;
+    const size_t count = forwarders.count.load(std::memory_order_acquire);
+    for (size_t i = 0; i < count; ++i) {
+        const WrappedTable<Table>* wrapped = forwarders.made[i].load(std::memory_order_relaxed);
+        if (current == &wrapped->table) return wrapped->original;
+    }
+    return count == 1 ? forwarders.made[0].load(std::memory_order_relaxed)->original : nullptr;
+}
+
+// A replaced Dispatch table behind which the provider's table cannot be told (several of this type): refused
+// with a report, never a guess and never a recursion.
+void UnresolvedDispatch(const void* handle, const char* function) {
+    Report("NDK_DISPATCH_REPLACED_UNRESOLVED", kDriverVerifierDetectedViolation, function,
+           "the object %p (type %d) has a replaced Dispatch table %p and the provider's own table for its %s entry "
+           "cannot be told; the call is refused. Forward to the table read from Dispatch before replacing it",
+           handle, static_cast<int>(static_cast<const ObjectView*>(handle)->header.ObjectType),
+           static_cast<const ObjectView*>(handle)->dispatch, function);
 }
 
 template <class Table, size_t Slot, class Function>
@@ -127,9 +159,17 @@ template <class Table, size_t Slot, class Result, class Handle, class... Args>
 struct Forward<Table, Slot, Result (*)(Handle, Args...)> {
     using Function = Result (*)(Handle, Args...);
     static Result Call(Handle handle, Args... args) {
+        const Table* original = OriginalOf<Table>(handle);
+        if (original == nullptr) {
+            UnresolvedDispatch(handle, g_slot_names<Table>[Slot]);
+            if constexpr (std::is_same_v<Result, NTSTATUS>) return STATUS_INVALID_DEVICE_REQUEST;
+            if constexpr (!std::is_void_v<Result>)
+                return Result{};
+            else
+                return;
+        }
         Function target;
-        std::memcpy(&target, reinterpret_cast<const char*>(OriginalOf<Table>(handle)) + Slot * sizeof(void*),
-                    sizeof(target));
+        std::memcpy(&target, reinterpret_cast<const char*>(original) + Slot * sizeof(void*), sizeof(target));
         if constexpr (std::is_same_v<Result, NTSTATUS>) {
             SoftNdkClearLastErrorText();
             const NTSTATUS status = target(handle, args...);
@@ -257,8 +297,13 @@ const void* WrapperOf(const void* original) {
     if (Wrappers().count(original) != 0) return original;
     auto it = made->find(original);
     if (it != made->end()) return &it->second->table;
+    Forwarders<Table>& forwarders = g_forwarders<Table>;
+    const size_t count = forwarders.count.load(std::memory_order_relaxed);
+    if (count == Forwarders<Table>::kMax) return original;  // more provider tables than kept: not wrapped
     auto* wrapped = new WrappedTable<Table>{*static_cast<const Table*>(original), static_cast<const Table*>(original)};
     Fill(wrapped->table);
+    forwarders.made[count].store(wrapped, std::memory_order_relaxed);
+    forwarders.count.store(count + 1, std::memory_order_release);
     made->emplace(original, wrapped);
     Wrappers().insert(&wrapped->table);
     return &wrapped->table;

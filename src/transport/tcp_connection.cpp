@@ -298,7 +298,7 @@ void TcpConnection::ScheduleKicks(int round) {
     std::weak_ptr<TcpConnection> weak = weak_from_this();
     options_.after(std::chrono::milliseconds(kDelaysMs[round]), [weak, round] {
         std::shared_ptr<TcpConnection> self = weak.lock();
-        if (!self || self->ended() || self->heard_.load()) return;
+        if (!self || self->ended() || self->heard_.load() || self->kicks_over_.load()) return;
         self->progress_->Post(self->lane_, [self] { self->KickIfSilent(); });
         self->ScheduleKicks(round + 1);  // from the executor's own job: the executor is alive
     });
@@ -312,6 +312,12 @@ void TcpConnection::KickIfSilent() {
         // Only into an empty queue (issue 34 §1.3): a kick must not send what deferred posts hold for their
         // doorbell (CB-15), and behind bytes on their way the peer has something to read anyway.
         if (state() != StreamState::kRdma || fin_ != Fin::kNone || !out_.empty()) return;
+        // After the consumer's data, one kick and no more (docs/spec-decisions.md, siw-facts §3.4): it wakes a
+        // siw responder whose accept window swallowed that data too (rping's first Send); a later FPDU of the
+        // consumer's wakes it by itself, and more kicks only add FPDUs that a slow, strict peer (an NVMe-oF
+        // target taking its time over a capsule) must take. The queue is empty, so every FPDU is out.
+        if (tx_fpdus_ > 1 + kicks_sent_) kicks_over_.store(true);
+        ++kicks_sent_;
         auto kick = std::make_unique<OutMessage>();
         kick->opcode = wire::RdmapOpcode::kWrite;
         kick->stag = 1;

@@ -276,10 +276,11 @@ private:
     // Weak: the prelude's owner (the listener, then the CM) holds it, and it holds this connection; a prelude
     // gone before EnterRdma ends the stream at its next event.
     std::weak_ptr<StreamPrelude> prelude_;
-    std::atomic<bool> peer_fin_{false};   // live states: the peer's FIN is in (it half-closed); reading stopped
-    std::atomic<bool> heard_{false};      // a byte of the FPDU stream came from the peer (no more kicks)
-    bool first_fpdu_is_rtr_ = false;      // kAwaitRtr: the first FPDU must be the RTR (P2P), then kEstablished
-    std::atomic<uint32_t> end_cause_{0};  // ended states: End's provider error, set before the state moves
+    std::atomic<bool> peer_fin_{false};    // live states: the peer's FIN is in (it half-closed); reading stopped
+    std::atomic<bool> heard_{false};       // a byte of the FPDU stream came from the peer (no more kicks)
+    std::atomic<bool> kicks_over_{false};  // the one kick after the consumer's first FPDU went (no more kicks)
+    bool first_fpdu_is_rtr_ = false;       // kAwaitRtr: the first FPDU must be the RTR (P2P), then kEstablished
+    std::atomic<uint32_t> end_cause_{0};   // ended states: End's provider error, set before the state moves
 
     // What the MPA exchange agreed (Agree), read on the data path.
     bool crc_ = false;
@@ -309,7 +310,8 @@ private:
     uint32_t send_msn_ = 0;                            // QN 0, pre-incremented (first MSN 1)
     uint32_t read_msn_ = 0;                            // QN 1
     uint32_t next_sink_stag_ = 0;
-    uint64_t tx_bytes_ = 0;  // for the wire faults and the stall check
+    uint64_t kicks_sent_ = 0;  // KickIfSilent's, so tx_fpdus_ tells the consumer's FPDUs from the RTR and kicks
+    uint64_t tx_bytes_ = 0;    // for the wire faults and the stall check
     uint64_t tx_fpdus_ = 0;
     engine::ProgressEngine::Watched* watched_ = nullptr;  // the socket's epoll registration
     std::vector<engine::Piece> slices_;                   // scratch for one FPDU's CRC

@@ -208,6 +208,47 @@ TEST_F(CraftedConformanceTest, WIRE_CM_08_RtrGoesFirstWhenAnotherThreadPostsAtOn
     }
 }
 
+// Issue 33 §4.3 (siw-facts §3.4, docs/spec-decisions.md "The initiator's kicks"): a silent raw responder, and
+// the consumer posts a Send right after connecting. Over the next 150 ms the responder gets the RTR, the Send and
+// one kick after it (a siw responder whose accept window swallowed the Send wakes at it), and no more: before,
+// the kicks at 10 and 40 ms both followed the consumer's data.
+TEST_F(CraftedConformanceTest, WIRE_OneKickAndNoMoreFollowsTheConsumersData) {
+    NDK_CONNECTOR* connector = Owned(CreateConnector());
+    NDK_QP* qp = Owned(CreateQp(cq_a_, cq_a_, nullptr));
+    Completion connected;
+    NTSTATUS returned = STATUS_PENDING;
+    wire::MpaFrame offered;
+    std::vector<uint8_t> request;
+    ASSERT_NO_FATAL_FAILURE(ConnectToRawResponder(connector, qp, connected, &returned, &offered, &request));
+    wire::MpaEnhancedWords words;
+    words.ird = 1;
+    words.ord = 1;
+    words.peer_to_peer = true;
+    words.write_rtr = true;
+    SendBytes(MpaBytes(wire::MakeMpaReply(false, &words, {})));
+    ASSERT_EQ(connected.Wait(returned), STATUS_SUCCESS);
+    Completion completed;
+    ASSERT_EQ(completed.Wait(connector->Dispatch->NdkCompleteConnect(connector, nullptr, nullptr,
+                                                                     &Completion::OnRequest, &completed)),
+              STATUS_SUCCESS);
+    NDK_SGE sge = Sge(mr_a_, buffer_a_->data(), 8);
+    ASSERT_EQ(qp->Dispatch->NdkSend(qp, nullptr, &sge, 1, 0), STATUS_SUCCESS);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    timeval timeout{0, 20 * 1000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    std::vector<std::vector<uint8_t>> received;
+    while (std::chrono::steady_clock::now() < until)
+        if (std::optional<std::vector<uint8_t>> fpdu = NextFpdu()) received.push_back(std::move(*fpdu));
+    const size_t zero_length_write = wire::FpduSize(wire::kDdpTaggedHeaderSize);
+    ASSERT_EQ(received.size(), 3u) << "the RTR, the Send and one kick";
+    EXPECT_EQ(HeaderOf(received[0]).opcode, RdmapOpcode::kWrite) << "the RTR first";
+    EXPECT_EQ(received[0].size(), zero_length_write);
+    EXPECT_EQ(HeaderOf(received[1]).opcode, RdmapOpcode::kSend) << "then the consumer's Send";
+    EXPECT_EQ(HeaderOf(received[2]).opcode, RdmapOpcode::kWrite) << "then the one kick";
+    EXPECT_EQ(received[2].size(), zero_length_write);
+    EXPECT_EQ(Poll(cq_a_).Status, STATUS_SUCCESS);
+}
+
 // Issue 18 §3.3 (RFC 5040 §4.8): a Terminate is the one message of queue 2, with MSN 1 and MO 0. One with another
 // MSN or MO is not honoured as a Terminate: it is a malformed untagged segment and gets softndk's own Terminate.
 TEST_F(CraftedConformanceTest, WIRE_TerminateWithAnotherMsnIsRefusedAsAnInvalidMsn) {
