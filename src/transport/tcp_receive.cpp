@@ -88,9 +88,9 @@ void TcpConnection::ReadFpdus() {
 void TcpConnection::ReadFpdusBatch() {
     Rx& rx = *rx_;
     // Fairness on a shared lane (issue 18 §2): at most kReadsPerWake reads and kFpdusPerWake FPDUs per wake (a
-    // wake of large FPDUs ends by the reads, LargeFpduFloodFairnessTest; one of small ones by the FPDUs); with many
-    // FPDUs to a read, a peer flooding tiny Writes must not hold the lane for megabytes of headers
-    // (FloodFairnessTest). Level-triggered epoll brings the rest at the next wake.
+    // wake of large FPDUs ends by the reads, WIRE_AWakeReadsAtMost64TimesFromAPeerFloodingLargeWrites; one of small
+    // ones by the FPDUs); with many FPDUs to a read, a peer flooding tiny Writes must not hold the lane for
+    // megabytes of headers (FloodFairnessTest). Level-triggered epoll brings the rest at the next wake.
     rx.fpdus_this_wake = 0;
     for (int round = 0; round < kReadsPerWake && !ended(); ++round) {
         if (rx.fpdus_this_wake >= kFpdusPerWake) return;
