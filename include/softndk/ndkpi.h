@@ -247,6 +247,8 @@ typedef struct _NDK_SGE {
 
 typedef struct _NDK_RESULT {
     NTSTATUS Status;
+    /* Valid only for the completion of a receive (NdkReceive, NdkSrqReceive): the bytes the Send placed. The spec
+       leaves it undefined for every other request; softndk writes 0 there, but a portable consumer ignores it. */
     ULONG BytesTransferred;
     PVOID QPContext;
     PVOID RequestContext;
@@ -254,7 +256,7 @@ typedef struct _NDK_RESULT {
 
 typedef struct _NDK_RESULT_EX {
     NTSTATUS Status;
-    ULONG BytesTransferred;
+    ULONG BytesTransferred; /* receives only, as in NDK_RESULT */
     PVOID QPContext;
     PVOID RequestContext;
     NDK_OPERATION_TYPE Type;
