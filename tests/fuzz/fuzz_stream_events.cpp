@@ -170,9 +170,11 @@ bool Connect(Run& run) {
     words.peer_to_peer = true;
     words.write_rtr = true;
     run.SendPeer(MpaBytes(wire::MakeMpaRequest(false, &words, {})));
-    for (int i = 0; i < 200000 && world.incoming.load() == nullptr; ++i) usleep(10);
+    // Wall-clock bounded: a loaded machine (CI with a busy loop on each core) must not turn the wait into minutes.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (world.incoming.load() == nullptr && std::chrono::steady_clock::now() < give_up) usleep(100);
     run.connector = world.incoming.exchange(nullptr);
-    Require(run.connector != nullptr, "no connect event");
+    Require(run.connector != nullptr, "no connect event in 10 s for a valid MPA Request");
     run.connector_for_callbacks = run.connector;
     Waiter accepted;
     const NTSTATUS returned = run.connector->Dispatch->NdkAccept(
