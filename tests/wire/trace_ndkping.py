@@ -72,12 +72,12 @@ def fields_of(element, names):
 def decode(path):
     """One row per MPA frame and per FPDU, in stream order. PDML keeps each FPDU's fields apart, also when one
     TCP segment carries several FPDUs of different kinds, or an FPDU spans segments."""
-    result = subprocess.run(["tshark", "-r", path, "-o", "tcp.check_checksum:TRUE", "-T", "pdml"],
+    result = subprocess.run(["tshark", "-o", "tcp.try_heuristic_first:TRUE", "-r", path, "-o", "tcp.check_checksum:TRUE", "-T", "pdml"],
                             capture_output=True, text=True)
     if result.returncode != 0:
         print(result.stderr)
         sys.exit(1)
-    detail = subprocess.run(["tshark", "-r", path, "-O", "iwarp_mpa,iwarp_ddp_rdmap"], capture_output=True,
+    detail = subprocess.run(["tshark", "-o", "tcp.try_heuristic_first:TRUE", "-r", path, "-O", "iwarp_mpa,iwarp_ddp_rdmap"], capture_output=True,
                             text=True).stdout
     with open(path + ".txt", "w") as summary:  # for reading without re-running
         summary.write(detail)
@@ -130,7 +130,7 @@ def check(path, client_port):
 
 
 def client_port_of(path):
-    first = subprocess.run(["tshark", "-r", path, "-c", "1", "-T", "fields", "-e", "tcp.srcport"],
+    first = subprocess.run(["tshark", "-o", "tcp.try_heuristic_first:TRUE", "-r", path, "-c", "1", "-T", "fields", "-e", "tcp.srcport"],
                            capture_output=True, text=True).stdout.strip()
     return first
 
