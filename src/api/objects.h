@@ -150,7 +150,11 @@ struct QpObject {
           initiator_cq(icq),
           srq(shared),
           own_receive_queue(std::move(rq)),
-          qp(params) {}
+          qp(Named(params, this)) {}
+    static engine::QueuePair::Params Named(engine::QueuePair::Params params, const QpObject* self) {
+        params.handle = &self->ndk;
+        return params;
+    }
 };
 
 struct MwObject {

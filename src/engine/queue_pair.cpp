@@ -1,5 +1,9 @@
 #include "engine/queue_pair.h"
 
+#include <cstdio>
+
+#include <softndk/softndk.h>
+
 #include "common/last_error.h"
 
 namespace softndk::engine {
@@ -167,17 +171,35 @@ NTSTATUS QueuePair::GatherLocal(const NDK_SGE* sgl, ULONG count, uint32_t rights
         }
         mem::TokenRef grant;
         const uint64_t address = static_cast<uint64_t>(sgl[i].LogicalAddress.QuadPart);
-        *error = mem::CheckAccess(
-            *params_.tokens,
-            {sgl[i].MemoryRegionToken, mem::TokenKind::kLocal, params_.pd, address, sgl[i].Length, rights}, &grant);
+        const mem::AccessRequest request{
+            sgl[i].MemoryRegionToken, mem::TokenKind::kLocal, params_.pd, address, sgl[i].Length, rights};
+        mem::AccessRefusal refusal;
+        *error = mem::CheckAccess(*params_.tokens, request, &grant, &refusal);
         if (*error != mem::AccessError::kNone) {
-            SetLastErrorText("local SGE %u: %s", i, mem::AccessErrorName(*error));
+            ReportRefusal("local SGE", i, request, refusal, mem::LocalAccessStatus(*error), false);
             out.Clear();  // the grants of the SGEs before it go now: a refused request holds nothing
             return mem::LocalAccessStatus(*error);
         }
         out.AddRange(std::move(grant), address, sgl[i].Length);
     }
     return STATUS_SUCCESS;
+}
+
+void QueuePair::ReportRefusal(const char* what, uint32_t index, const mem::AccessRequest& request,
+                              const mem::AccessRefusal& refusal, NTSTATUS status, bool peer) const {
+    char reason[400];
+    mem::DescribeRefusal(request, refusal, reason, sizeof(reason));
+    char where[16] = "";
+    if (index != ~0u) std::snprintf(where, sizeof(where), " %u", index);
+    const char* name = SoftNdkStatusName(status);
+    char text[512];
+    std::snprintf(text, sizeof(text), "%s%s of QP %p refused: %s (0x%08X): %s", what, where, params_.handle,
+                  name != nullptr ? name : "NTSTATUS", static_cast<unsigned>(status), reason);
+    // The peer's access is refused on a receiving thread, not the consumer's: only SOFTNDK_LOG=1 shows it.
+    if (peer)
+        LogText("%s", text);
+    else
+        SetLastErrorText("%s", text);
 }
 
 void QueuePair::LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::AccessError error) {
@@ -463,11 +485,16 @@ InboundResult QueuePair::OnSend(const PieceList& payload, bool solicited, bool i
 InboundResult QueuePair::CheckTagged(uint32_t token, uint64_t address, uint64_t length, uint32_t right,
                                      mem::TokenRef* grant) {
     if (state() != State::kConnected) return {STATUS_CANCELLED, 0};
-    const mem::AccessError error =
-        mem::CheckAccess(*params_.tokens, {token, mem::TokenKind::kRemote, params_.pd, address, length, right}, grant);
-    if (error != mem::AccessError::kNone)
+    const mem::AccessRequest request{token, mem::TokenKind::kRemote, params_.pd, address, length, right};
+    mem::AccessRefusal refusal;
+    const mem::AccessError error = mem::CheckAccess(*params_.tokens, request, grant, &refusal);
+    if (error != mem::AccessError::kNone) {
+        // Issue 33 §4.1: the peer's access, refused (the connection ends with a Terminate for it).
+        ReportRefusal(right == mem::kRightRemoteWrite ? "the peer's RDMA Write" : "the peer's RDMA Read", ~0u, request,
+                      refusal, mem::RemoteAccessStatus(error), true);
         return {mem::RemoteAccessStatus(error),
                 TaggedRefusalCause(mem::TerminateCode(error), right == mem::kRightRemoteWrite)};
+    }
     return {};
 }
 

@@ -17,6 +17,7 @@
 #include "engine/post_gate.h"
 #include "engine/receive_queue.h"
 #include "engine/transport.h"
+#include "mem/access_check.h"
 #include "mem/token_table.h"
 
 namespace softndk::engine {
@@ -36,7 +37,8 @@ public:
         PVOID context;
         uint32_t max_initiator_sge;
         uint32_t inline_size;
-        uint32_t initiator_depth;  // handed-over requests outstanding at most (QP-01)
+        uint32_t initiator_depth;      // handed-over requests outstanding at most (QP-01)
+        const void* handle = nullptr;  // the NDK_QP the log names (issue 33 §4.1)
     };
 
     explicit QueuePair(const Params& params);
@@ -137,6 +139,10 @@ private:
                                bool into_target);
     void CancelReceive(PVOID context);
     void LocalFailure(PVOID context, NDK_OPERATION_TYPE type, mem::AccessError error);
+    // Issue 33 §4.1: a refusal's text, naming what was refused, the QP, the status and why: the last-error text
+    // for the consumer's own request; for the `peer`'s access, SOFTNDK_LOG only. `index` ~0u: none.
+    void ReportRefusal(const char* what, uint32_t index, const mem::AccessRequest& request,
+                       const mem::AccessRefusal& refusal, NTSTATUS status, bool peer) const;
     // The common start of Send, Write and Read: connection state (QP-09), then the local buffers through the
     // access check. False means the request is finished: `*status` is what the post returns.
     bool Admit(const PostGuard& guard, PVOID context, NDK_OPERATION_TYPE type, const NDK_SGE* sgl, ULONG count,

@@ -31,8 +31,24 @@ struct AccessRequest {
     uint32_t rights;  // AccessRight bits all required
 };
 
-// On success `*grant` holds a reference on the target for as long as the access runs.
-AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRef* grant);
+// What a refused access was, for its explanation (issue 33 §4.1). Filled only on a refusal; no initialisers,
+// so that the data path's success case pays nothing for declaring one.
+struct AccessRefusal {
+    AccessError error;
+    TokenDiagnosis diagnosis;  // kInvalidToken: why the table refused the token
+    const void* token_owner;   // kWrongOwner: the PD the token belongs to
+    uint64_t base;             // kOutOfBounds: the registration's range
+    uint64_t length;
+    uint32_t granted;  // kNoRights: the registration's rights
+};
+
+// On success `*grant` holds a reference on the target for as long as the access runs. On a refusal
+// `*refusal`, if given, says why (the access check's order and results are the same either way).
+AccessError CheckAccess(TokenTable& table, const AccessRequest& request, TokenRef* grant,
+                        AccessRefusal* refusal = nullptr);
+// One line naming the token (hex), whether it was used as a local or remote token, the PD it was looked up for,
+// why it was refused and the remedy: "token 0x… (local) for PD 0x…: <reason>; <remedy>".
+void DescribeRefusal(const AccessRequest& request, const AccessRefusal& refusal, char* out, size_t size);
 
 // Status of a request whose own (local) buffer failed the check.
 NTSTATUS LocalAccessStatus(AccessError error);

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "mem/token_target.h"
+
 namespace softndk::mem {
 namespace {
 
@@ -28,7 +30,25 @@ constexpr uint32_t MakeToken(uint32_t index, uint32_t key) {
 
 struct TokenTable::Chunk {
     Slot slots[kChunkSlots];
+    // Issue 33 §4.1: SlotUse of each slot, with kFreedBit once freed; only Diagnose reads it.
+    std::atomic<uint8_t> uses[kChunkSlots];
 };
+
+namespace {
+constexpr uint8_t kFreedBit = 0x80;
+SlotUse UseOf(const TokenTarget* target) {
+    if (target == nullptr) return SlotUse::kNone;
+    if (target->kind == TargetKind::kWindow) return SlotUse::kWindow;
+    if (target->kind == TargetKind::kPrivileged) return SlotUse::kPrivileged;
+    return target->invalidatable != nullptr ? SlotUse::kFastRegion : SlotUse::kRegion;
+}
+}  // namespace
+
+std::atomic<uint8_t>* TokenTable::UseSlot(uint32_t index) const {
+    Chunk* chunk =
+        index == 0 || index >= kMaxSlots ? nullptr : chunks_[index / kChunkSlots].load(std::memory_order_acquire);
+    return chunk == nullptr ? nullptr : &chunk->uses[index % kChunkSlots];
+}
 
 static_assert(TokenSlot::kRetiringWithOneReference == ((uint64_t{kRetiring} << 48) | 1));
 
@@ -78,6 +98,7 @@ NTSTATUS TokenTable::Reserve(uint32_t* index) {
     auto local = static_cast<uint32_t>(rng_.Below(256));
     auto remote = static_cast<uint32_t>(rng_.Below(255));
     if (remote >= local) ++remote;  // local and remote keys differ
+    UseSlot(chosen)->store(static_cast<uint8_t>(SlotUse::kNone), std::memory_order_relaxed);
     slot->word.store(Word(kReserved, local, remote, 0), std::memory_order_release);
     ++live_;
     *index = chosen;
@@ -105,6 +126,7 @@ TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avo
         slot->rotated_keys.store((1u << 16) | (RemoteKey(old) << 8) | LocalKey(old), std::memory_order_relaxed);
     slot->cycle.fetch_add(1, std::memory_order_relaxed);
     slot->target.store(target, std::memory_order_relaxed);
+    UseSlot(index)->store(static_cast<uint8_t>(UseOf(target)), std::memory_order_relaxed);
     slot->word.store(Word(kPublished, local, remote, 0), std::memory_order_release);  // findable from here
     return TokenPair{MakeToken(index, local), MakeToken(index, remote)};
 }
@@ -114,6 +136,7 @@ TokenPair TokenTable::PublishKeepingKeys(uint32_t index, TokenTarget* target) {
     const uint64_t old = slot->word.load(std::memory_order_relaxed);
     slot->cycle.fetch_add(1, std::memory_order_relaxed);
     slot->target.store(target, std::memory_order_relaxed);
+    UseSlot(index)->store(static_cast<uint8_t>(UseOf(target)), std::memory_order_relaxed);
     slot->word.store(Word(kPublished, LocalKey(old), RemoteKey(old), 0), std::memory_order_release);
     return TokenPair{MakeToken(index, LocalKey(old)), MakeToken(index, RemoteKey(old))};
 }
@@ -154,6 +177,8 @@ void TokenTable::Free(uint32_t index) {
     slot->target.store(nullptr, std::memory_order_relaxed);
     slot->cycle.store(0, std::memory_order_relaxed);
     slot->rotated_keys.store(0, std::memory_order_relaxed);
+    std::atomic<uint8_t>* use = UseSlot(index);
+    use->store(use->load(std::memory_order_relaxed) | kFreedBit, std::memory_order_relaxed);
     slot->word.store(Word(kFree, LocalKey(word), RemoteKey(word), 0), std::memory_order_release);
     std::lock_guard lock(mutex_);
     free_.push_back(index);
@@ -175,6 +200,58 @@ bool TokenTable::Acquire(uint32_t token, TokenKind kind, TokenRef* out) {
     out->slot_ = slot;
     out->target_ = slot->target.load(std::memory_order_relaxed);
     return true;
+}
+
+// Best effort, read after the failed Acquire: the slot may change in between (a refusal is explained, not
+// re-decided). The key is compared first: a token of the slot's current keys is explained by the slot's state.
+TokenDiagnosis TokenTable::Diagnose(uint32_t token, TokenKind kind) const {
+    TokenDiagnosis out{};
+    const uint32_t index = token >> kKeyBits;
+    const Slot* slot = Find(index);
+    if (slot == nullptr) {
+        out.reason = TokenRefusal::kUnknown;
+        return out;
+    }
+    const uint64_t word = slot->word.load(std::memory_order_acquire);
+    const uint8_t use = UseSlot(index)->load(std::memory_order_relaxed);
+    out.use = static_cast<SlotUse>(use & ~kFreedBit);
+    const uint32_t key = token & 0xFF;
+    const uint32_t mine = kind == TokenKind::kLocal ? LocalKey(word) : RemoteKey(word);
+    const uint32_t other = kind == TokenKind::kLocal ? RemoteKey(word) : LocalKey(word);
+    const bool current = key == mine || key == other;  // one of the tokens the slot last answered to
+    const uint64_t state = StateOf(word);
+    if (state == kFree) {
+        if ((use & kFreedBit) == 0)
+            out.reason = TokenRefusal::kUnknown;  // nothing was ever reserved there
+        else
+            out.reason = current ? TokenRefusal::kClosed : TokenRefusal::kStaleKey;
+        return out;
+    }
+    out.now = MakeToken(index, mine);
+    if (!current) {
+        out.reason = RotatedAway(token, &out.cycle) ? TokenRefusal::kRotatedAway : TokenRefusal::kStaleKey;
+        return out;
+    }
+    if (state == kPublished) {
+        out.reason = key == other ? TokenRefusal::kWrongKind : TokenRefusal::kBusy;
+    } else if (state == kRetiring) {
+        out.reason = TokenRefusal::kDraining;
+    } else {
+        switch (out.use) {  // reserved: what it held before, if anything
+            case SlotUse::kNone:
+                out.reason = TokenRefusal::kNotRegistered;
+                break;
+            case SlotUse::kFastRegion:
+                out.reason = TokenRefusal::kInvalidated;
+                break;
+            case SlotUse::kWindow:
+                out.reason = TokenRefusal::kWindowNotBound;
+                break;
+            default:
+                out.reason = TokenRefusal::kClosed;
+        }
+    }
+    return out;
 }
 
 uint32_t TokenTable::LiveSlots() const {

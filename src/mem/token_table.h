@@ -77,6 +77,30 @@ private:
     TokenTarget* target_ = nullptr;
 };
 
+// Why a token failed Acquire, as far as the table can tell (issue 33 §4.1: a refusal names it).
+enum class TokenRefusal : uint8_t {
+    kNone,
+    kUnknown,         // no slot at that index, or nothing was ever issued there
+    kWrongKind,       // the slot's other current key: a local token used as a remote one or the reverse
+    kStaleKey,        // not a key the slot answers to now: invalidated and re-bound, re-registered, slot reused
+    kRotatedAway,     // a fast-register MR's key before its last NdkFastRegister (rotating keys)
+    kClosed,          // the MR, MW or PD that held it was deregistered or closed
+    kNotRegistered,   // issued for a fast-register MR not registered yet
+    kInvalidated,     // its fast-register MR was invalidated
+    kWindowNotBound,  // its memory window is not bound (invalidated)
+    kDraining,        // its MR or MW is being invalidated or deregistered
+    kBusy,            // the reference count is full
+};
+// What the slot last held: kept across its retirement and free, cleared when it is reserved again.
+enum class SlotUse : uint8_t { kNone, kRegion, kFastRegion, kWindow, kPrivileged };
+// No initialisers (see AccessRefusal): value-initialise one, `TokenDiagnosis d{}`.
+struct TokenDiagnosis {
+    TokenRefusal reason;
+    SlotUse use;
+    uint32_t now;    // the token of that kind the slot answers to now (0: none, the slot is free)
+    uint32_t cycle;  // kRotatedAway: the MR's registration count
+};
+
 struct TokenPair {
     uint32_t local = 0;
     uint32_t remote = 0;
@@ -127,6 +151,9 @@ public:
     // temporary between (a 16-byte copy of two fresh 8-byte stores stalls store forwarding on the data path).
     bool Acquire(uint32_t token, TokenKind kind, TokenRef* out);
 
+    // After a failed Acquire: why, read from the slot now (issue 33 §4.1). Not on the data path; takes no lock.
+    TokenDiagnosis Diagnose(uint32_t token, TokenKind kind) const;
+
     uint32_t LiveSlots() const;
     // References currently held on a slot (tests).
     uint32_t ReferenceCount(uint32_t index) const;
@@ -136,6 +163,7 @@ private:
     using Slot = TokenSlot;
     struct Chunk;
     Slot* Find(uint32_t index) const;
+    std::atomic<uint8_t>* UseSlot(uint32_t index) const;  // the slot's SlotUse byte (Diagnose)
 
     std::unique_ptr<std::atomic<Chunk*>[]> chunks_;
     uint32_t max_slots_;
