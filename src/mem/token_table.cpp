@@ -50,6 +50,14 @@ std::atomic<uint8_t>* TokenTable::UseSlot(uint32_t index) const {
     return chunk == nullptr ? nullptr : &chunk->uses[index % kChunkSlots];
 }
 
+TokenTable::Slot* TokenTable::ReservedSlot(uint32_t index) const {
+    return &chunks_[index / kChunkSlots].load(std::memory_order_acquire)->slots[index % kChunkSlots];
+}
+
+std::atomic<uint8_t>* TokenTable::ReservedUse(uint32_t index) const {
+    return &chunks_[index / kChunkSlots].load(std::memory_order_acquire)->uses[index % kChunkSlots];
+}
+
 static_assert(TokenSlot::kRetiringWithOneReference == ((uint64_t{kRetiring} << 48) | 1));
 
 void TokenRef::FinishDrain(TokenSlot* slot, uint64_t word) {
@@ -94,11 +102,11 @@ NTSTATUS TokenTable::Reserve(uint32_t* index) {
     uint32_t chosen = free_[pick];
     free_[pick] = free_.back();
     free_.pop_back();
-    Slot* slot = Find(chosen);
+    Slot* slot = ReservedSlot(chosen);
     auto local = static_cast<uint32_t>(rng_.Below(256));
     auto remote = static_cast<uint32_t>(rng_.Below(255));
     if (remote >= local) ++remote;  // local and remote keys differ
-    UseSlot(chosen)->store(static_cast<uint8_t>(SlotUse::kNone), std::memory_order_relaxed);
+    ReservedUse(chosen)->store(static_cast<uint8_t>(SlotUse::kNone), std::memory_order_relaxed);
     slot->word.store(Word(kReserved, local, remote, 0), std::memory_order_release);
     ++live_;
     *index = chosen;
@@ -106,7 +114,7 @@ NTSTATUS TokenTable::Reserve(uint32_t* index) {
 }
 
 TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avoid, bool remember) {
-    Slot* slot = Find(index);
+    Slot* slot = ReservedSlot(index);
     const uint64_t old = slot->word.load(std::memory_order_relaxed);
     auto avoided = [&](uint32_t key, uint32_t old_key, uint32_t avoid_token) {
         return key == old_key || MakeToken(index, key) == avoid_token;
@@ -126,17 +134,17 @@ TokenPair TokenTable::Publish(uint32_t index, TokenTarget* target, TokenPair avo
         slot->rotated_keys.store((1u << 16) | (RemoteKey(old) << 8) | LocalKey(old), std::memory_order_relaxed);
     slot->cycle.fetch_add(1, std::memory_order_relaxed);
     slot->target.store(target, std::memory_order_relaxed);
-    UseSlot(index)->store(static_cast<uint8_t>(UseOf(target)), std::memory_order_relaxed);
+    ReservedUse(index)->store(static_cast<uint8_t>(UseOf(target)), std::memory_order_relaxed);
     slot->word.store(Word(kPublished, local, remote, 0), std::memory_order_release);  // findable from here
     return TokenPair{MakeToken(index, local), MakeToken(index, remote)};
 }
 
 TokenPair TokenTable::PublishKeepingKeys(uint32_t index, TokenTarget* target) {
-    Slot* slot = Find(index);
+    Slot* slot = ReservedSlot(index);
     const uint64_t old = slot->word.load(std::memory_order_relaxed);
     slot->cycle.fetch_add(1, std::memory_order_relaxed);
     slot->target.store(target, std::memory_order_relaxed);
-    UseSlot(index)->store(static_cast<uint8_t>(UseOf(target)), std::memory_order_relaxed);
+    ReservedUse(index)->store(static_cast<uint8_t>(UseOf(target)), std::memory_order_relaxed);
     slot->word.store(Word(kPublished, LocalKey(old), RemoteKey(old), 0), std::memory_order_release);
     return TokenPair{MakeToken(index, LocalKey(old)), MakeToken(index, RemoteKey(old))};
 }
@@ -172,12 +180,12 @@ bool TokenTable::Retire(uint32_t index, DrainHook hook, void* context) {
 }
 
 void TokenTable::Free(uint32_t index) {
-    Slot* slot = Find(index);
+    Slot* slot = ReservedSlot(index);
     uint64_t word = slot->word.load(std::memory_order_relaxed);
     slot->target.store(nullptr, std::memory_order_relaxed);
     slot->cycle.store(0, std::memory_order_relaxed);
     slot->rotated_keys.store(0, std::memory_order_relaxed);
-    std::atomic<uint8_t>* use = UseSlot(index);
+    std::atomic<uint8_t>* use = ReservedUse(index);
     use->store(use->load(std::memory_order_relaxed) | kFreedBit, std::memory_order_relaxed);
     slot->word.store(Word(kFree, LocalKey(word), RemoteKey(word), 0), std::memory_order_release);
     std::lock_guard lock(mutex_);

@@ -164,6 +164,10 @@ private:
     struct Chunk;
     Slot* Find(uint32_t index) const;
     std::atomic<uint8_t>* UseSlot(uint32_t index) const;  // the slot's SlotUse byte (Diagnose)
+    // A reserved index's slot and SlotUse byte: its chunk exists, so no null check (GCC's -O3 stringop-overflow
+    // warning reads the null branch of Find as a write into nothing).
+    Slot* ReservedSlot(uint32_t index) const;
+    std::atomic<uint8_t>* ReservedUse(uint32_t index) const;
 
     std::unique_ptr<std::atomic<Chunk*>[]> chunks_;
     uint32_t max_slots_;
