@@ -3,6 +3,7 @@
 // header, and the revision of an MPA Request with the enhanced bit.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "wire/crafted_peer.h"
@@ -56,6 +57,26 @@ protected:
         request->resize(wire::kMpaHeaderSize + wire::kMpaEnhancedWordsSize);
         ASSERT_EQ(::recv(fd_, request->data(), request->size(), MSG_WAITALL), static_cast<ssize_t>(request->size()));
         ASSERT_TRUE(wire::ParseMpaFrame(*request, wire::MpaFrameKind::kRequest, offered).ok());
+    }
+    // softndk connects to a raw responder whose Reply carries the words `shape` makes from our Request's: the
+    // connect must fail with STATUS_CONNECTION_REFUSED and the responder read a Terminate with `cause` before the
+    // stream ends.
+    void ExpectReplyRefused(const std::function<void(const wire::MpaFrame&, wire::MpaEnhancedWords*)>& shape,
+                            wire::TerminateCause cause) {
+        NDK_CONNECTOR* connector = Owned(CreateConnector());
+        NDK_QP* qp = Owned(CreateQp(cq_a_, cq_a_, nullptr));
+        Completion connected;
+        NTSTATUS returned = STATUS_PENDING;
+        wire::MpaFrame offered;
+        std::vector<uint8_t> request;
+        ASSERT_NO_FATAL_FAILURE(ConnectToRawResponder(connector, qp, connected, &returned, &offered, &request));
+        wire::MpaEnhancedWords words;
+        ASSERT_NO_FATAL_FAILURE(shape(offered, &words));
+        SendBytes(MpaBytes(wire::MakeMpaReply(false, &words, {})));
+        EXPECT_EQ(connected.Wait(returned), STATUS_CONNECTION_REFUSED);
+        const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
+        ASSERT_TRUE(terminate.has_value()) << "no Terminate before the close";
+        EXPECT_EQ(terminate->cause, cause) << wire::FormatTerminateCause(terminate->cause);
     }
     static SegmentHeader HeaderOf(const std::vector<uint8_t>& fpdu) {
         uint16_t ulpdu = 0;
@@ -113,49 +134,28 @@ TEST_F(CraftedConformanceTest, WIRE_CM_03_ReadRtrTakesNoIrdSlot) {
 // silence: NdkConnect fails with STATUS_CONNECTION_REFUSED and the responder reads a Terminate LLP/MPA 0x06
 // (insufficient IRD) before the stream ends.
 TEST_F(CraftedConformanceTest, WIRE_CM_03_ReplyWithAnOrdAboveOurIrdIsRefused) {
-    NDK_CONNECTOR* connector = Owned(CreateConnector());
-    NDK_QP* qp = Owned(CreateQp(cq_a_, cq_a_, nullptr));
-    Completion connected;
-    NTSTATUS returned = STATUS_PENDING;
-    wire::MpaFrame offered;
-    std::vector<uint8_t> request;
-    ASSERT_NO_FATAL_FAILURE(ConnectToRawResponder(connector, qp, connected, &returned, &offered, &request));
-    ASSERT_EQ(offered.words.ird, 2);
-    wire::MpaEnhancedWords words;
-    words.ird = offered.words.ord;
-    words.ord = static_cast<uint16_t>(offered.words.ird + 1);  // one more Read than softndk can hold
-    SendBytes(MpaBytes(wire::MakeMpaReply(false, &words, {})));
-    EXPECT_EQ(connected.Wait(returned), STATUS_CONNECTION_REFUSED);
-    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
-    ASSERT_TRUE(terminate.has_value()) << "no Terminate before the close";
-    EXPECT_EQ(terminate->cause, term::kLlpInsufficientIrd) << wire::FormatTerminateCause(terminate->cause);
+    ExpectReplyRefused(
+        [](const wire::MpaFrame& offered, wire::MpaEnhancedWords* words) {
+            ASSERT_EQ(offered.words.ird, 2);
+            words->ird = offered.words.ord;
+            words->ord = static_cast<uint16_t>(offered.words.ird + 1);  // one more Read than softndk can hold
+        },
+        term::kLlpInsufficientIrd);
 }
 
-// Issue 34 §1.2 (RFC 6581 §3, CM-04): the responder must pick an RTR type the initiator offered. softndk offers
-// the Write RTR only; a Reply that picks the Read RTR (with IRD 0, so the zero-length Read would not even fit)
-// is refused as the responder refuses the mirror case: NdkConnect fails with STATUS_CONNECTION_REFUSED and the
-// responder reads a Terminate LLP/MPA 0x07 (no matching RTR). Before, the initiator sent a zero-length Read
-// Request and carried on as if connected.
+// RFC 6581 §3, CM-04: the responder must pick an RTR type the initiator offered. softndk offers the Write RTR
+// only; a Reply that picks the Read RTR (with IRD 0, so the zero-length Read would not even fit) is refused as the
+// responder refuses the mirror case: NdkConnect fails with STATUS_CONNECTION_REFUSED and the responder reads a
+// Terminate LLP/MPA 0x07 (no matching RTR). Before, the initiator sent a zero-length Read Request and carried on.
 TEST_F(CraftedConformanceTest, WIRE_CM_04_AReplyThatPicksAnRtrWeDidNotOfferIsRefused) {
-    NDK_CONNECTOR* connector = Owned(CreateConnector());
-    NDK_QP* qp = Owned(CreateQp(cq_a_, cq_a_, nullptr));
-    Completion connected;
-    NTSTATUS returned = STATUS_PENDING;
-    wire::MpaFrame offered;
-    std::vector<uint8_t> request;
-    ASSERT_NO_FATAL_FAILURE(ConnectToRawResponder(connector, qp, connected, &returned, &offered, &request));
-    ASSERT_TRUE(offered.words.peer_to_peer);
-    ASSERT_TRUE(offered.words.write_rtr && !offered.words.read_rtr) << "softndk offers the Write RTR only";
-    wire::MpaEnhancedWords words;
-    words.ird = 0;
-    words.ord = 0;
-    words.peer_to_peer = true;
-    words.read_rtr = true;  // never offered
-    SendBytes(MpaBytes(wire::MakeMpaReply(false, &words, {})));
-    EXPECT_EQ(connected.Wait(returned), STATUS_CONNECTION_REFUSED);
-    const std::optional<wire::TerminateMessage> terminate = TerminateIn(ReadUntilClosed());
-    ASSERT_TRUE(terminate.has_value()) << "no Terminate before the close";
-    EXPECT_EQ(terminate->cause, term::kLlpNoMatchingRtr) << wire::FormatTerminateCause(terminate->cause);
+    ExpectReplyRefused(
+        [](const wire::MpaFrame& offered, wire::MpaEnhancedWords* words) {
+            ASSERT_TRUE(offered.words.peer_to_peer);
+            ASSERT_TRUE(offered.words.write_rtr && !offered.words.read_rtr) << "softndk offers the Write RTR only";
+            words->peer_to_peer = true;
+            words->read_rtr = true;  // never offered
+        },
+        term::kLlpNoMatchingRtr);
 }
 
 // Issue 18 §3.4 (RFC 6581 §6, CM-08): the RTR is the initiator's first FPDU even when another thread posts the
