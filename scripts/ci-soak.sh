@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs CI as CI runs it, again and again, to find flakes (issue 22): each run is a fresh clone of this checkout's
-# HEAD beside ../shared, then `CI=true bash .ci/run` with no standard input. With --hog a busy loop is pinned to
-# each core for the whole run. Each run's log (every line timestamped with seconds since its start) goes to
-# OUTDIR/run-N.log, and OUTDIR/summary.txt gets one line per run: wall time, exit status, the failed phase.
-# --commit REV runs that commit instead of HEAD, so that runs made hours apart test the same code. A failed run's
-# clone stays, with its build and interop captures, as ../ci-soak-<OUTDIR's name>-N.
+# Runs CI as CI runs it, again and again, to find flakes: each run is a fresh clone of this checkout's HEAD into an
+# empty directory with nothing beside it (the repository must stand alone), then `CI=true bash .ci/run` with no
+# standard input. With --hog a busy loop is pinned to each core for the whole run. Each run's log (every line
+# timestamped with seconds since its start) goes to OUTDIR/run-N.log, and OUTDIR/summary.txt gets one line per run:
+# wall time, exit status, the failed phase. --commit REV runs that commit instead of HEAD, so that runs made hours
+# apart test the same code. A failed run's clone stays, with its build and interop captures; its path is printed.
 # Usage: scripts/ci-soak.sh [--hog] [--runs N] [--out OUTDIR] [--commit REV]
 #        (defaults: 1 run, OUTDIR /tmp/softndk-ci-soak, HEAD)
 set -euo pipefail
@@ -23,8 +23,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 commit=$(git -C "$root" rev-parse --verify "$commit^{commit}")
-# The clone sits beside ../shared, as CI's does, so the siw interop suites find their harness.
-parent=$(dirname "$root")
+parent=$(mktemp -d /tmp/softndk-clone.XXXXXX)
 hogs=()
 stop_hogs() { ((${#hogs[@]})) && kill "${hogs[@]}" 2>/dev/null; hogs=(); return 0; }
 trap stop_hogs EXIT
@@ -52,4 +51,5 @@ for n in $(seq 1 "$runs"); do
   line+=", exit $status, $(($(date +%s) - start)) s${phase:+, failed in: $phase} $failed"
   echo "$line" | tee -a "$out/summary.txt"
   [ "$status" -eq 0 ] && rm -rf "$clone"  # a failed run's clone stays, with its build and interop captures
+  [ "$status" -eq 0 ] || echo "run $n's clone stays in $clone"
 done

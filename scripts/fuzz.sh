@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang++ and ASan+UBSan: the wire-layer parsers (MPA; FPDU/DDP/RDMAP/Terminate)
-# straight from the wire sources, seeded from shared/interop/captures, and the whole receive state machine
+# straight from the wire sources, seeded from tests/data/captures, and the whole receive state machine
 # (fuzz_receive: the library over loopback TCP against registered memory), the whole connection with its MPA
 # handshake (fuzz_connection), and consumer, peer and timer events in random order against one stream's state
 # machine (fuzz_stream_events), seeded by make_receive_seeds.py.
@@ -10,7 +10,7 @@ set -euo pipefail
 seconds=${1:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/fuzz
-captures=${SOFTNDK_CAPTURES:-$root/../shared/interop/captures}
+captures=${SOFTNDK_CAPTURES:-$root/tests/data/captures}
 cxx=${SOFTNDK_FUZZ_CXX:-clang++-14}
 if ! command -v "$cxx" >/dev/null; then
     echo "fuzz.sh: $cxx not found" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs every test: ASan+UBSan (all tests), TSan (concurrency tests), the interop suite against Linux
-# siw (when a siw-vm guest can boot; otherwise one line says why it was skipped), the fuzzers for a bounded time,
+# siw in the repository's own Linux guest (tests/interop/guest; when it cannot be prepared, one line says why), the fuzzers for a bounded time,
 # the install check and the formatting check. Exits non-zero on any failure.
 # Each phase prints its wall time as it ends, and the run ends with a table of them; a failing phase is named in
 # the last lines together with what failed in it (ctest's failed tests, the interop suite's failed cases).
@@ -44,9 +44,9 @@ cmake --build --preset asan -j "$jobs"
 phase "ASan + UBSan: every test"
 run_ctest --preset asan -LE interop
 
-phase "interop: softndk against Linux soft-iWARP (siw) in a siw-vm guest (issue 8)"
-for suite in "siw_rping.sh build/asan/tools/ndkping" "siw_perftest.sh build/asan/tools/ndkperf" \
-             "siw_errors.sh build/asan/tools/ndkperf"; do
+phase "interop: softndk against Linux soft-iWARP (siw) in a Linux guest (tests/interop/guest)"
+for suite in "guest/vm_test.sh build/asan/tools/ndkperf" "siw_rping.sh build/asan/tools/ndkping" \
+             "siw_perftest.sh build/asan/tools/ndkperf" "siw_errors.sh build/asan/tools/ndkperf"; do
   status=0
   read -r script tool <<<"$suite"
   tests/interop/"$script" "$tool" build/asan/interop || status=$?

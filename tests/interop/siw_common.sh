@@ -1,30 +1,26 @@
-# Shared by the siw interop scripts (sourced): the siw-vm harness, one guest per script, and the capture summary.
-# Before sourcing set `out` (the output folder), `name` (the guest's name) and define `pick_guest_ports`, which
-# sets `base` and `guest_ports` (siw-vm --forward and --reverse options) and has been called once. Exits 77 (skip)
-# with one line saying why when no guest can be booted; TCG is enough.
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-siwvm="${SIWVM_PATH:-${SIWVM:-$here/../shared/interop/siw-vm}}"
-if [ ! -f "$siwvm" ]; then
-  echo "SKIP siw interop: no siw-vm harness at $siwvm (set SIWVM)"
-  exit 77
-fi
+# Shared by the siw interop scripts (sourced): the guest (guest/vm.sh, this repository's own), one per script, and
+# the capture summary. Before sourcing set `out` (the output folder), `name` (the guest's name) and define
+# `pick_guest_ports`, which sets `base` and `guest_ports` (vm.sh --forward and --reverse options) and has been called
+# once. Exits 77 (skip) with one line saying why when no guest can be prepared (no apt archive to download from, no
+# qemu to install); TCG is enough.
+vm() { "$(dirname "${BASH_SOURCE[0]}")/guest/vm.sh" "$@"; }
 mkdir -p "$out"
-vm() { bash "$siwvm" "$@"; }
-if ! vm prepare >"$out/siw-vm-prepare.log" 2>&1; then
-  echo "SKIP siw interop: siw-vm prepare failed ($(tail -1 "$out/siw-vm-prepare.log"))"
+if ! vm prepare >"$out/guest-prepare.log" 2>&1; then
+  echo "SKIP siw interop: the guest could not be prepared ($(tail -1 "$out/guest-prepare.log"))"
   exit 77
 fi
 # shellcheck disable=SC2154  # guest_ports is the caller's
-boot_guest() { vm start --name "$name" "${guest_ports[@]}" >"$out/siw-vm-start-$name.log" 2>&1; }
-# Issue 22: qemu itself failing to start (siw-vm's "qemu failed to start") is retried once, and only that; its
-# output is printed either way. A guest that booted for an earlier suite of this run (test.sh exports
-# SOFTNDK_SIW_GUEST_BOOTED=1) and not for this one is a failure, not a skip: it would hide this suite's cases.
+boot_guest() { vm start --name "$name" "${guest_ports[@]}" >"$out/guest-start-$name.log" 2>&1; }
+# qemu itself failing to start (vm.sh's "qemu failed to start", a forward port taken among them) is retried once, on
+# other ports, and only that; its output is printed either way. A guest that booted for an earlier suite of this run
+# (test.sh exports SOFTNDK_SIW_GUEST_BOOTED=1) and not for this one is a failure, not a skip: it would hide this
+# suite's cases.
 boot_guest_retrying_once() {
   boot_guest && return 0
-  grep -q "qemu failed to start" "$out/siw-vm-start-$name.log" || return 1
-  echo "siw-vm: qemu failed to start; its output:"
-  tail -6 "$out/siw-vm-start-$name.log" | sed 's/^/  | /'
-  echo "siw-vm: retrying the boot once, on other ports (only this signature is retried)"
+  grep -q "qemu failed to start" "$out/guest-start-$name.log" || return 1
+  echo "guest: qemu failed to start; its output:"
+  tail -6 "$out/guest-start-$name.log" | sed 's/^/  | /'
+  echo "guest: retrying the boot once, on other ports (only this signature is retried)"
   vm stop --name "$name" >/dev/null 2>&1 || true
   sleep 2
   pick_guest_ports
@@ -33,12 +29,12 @@ boot_guest_retrying_once() {
 booted=0
 boot_guest_retrying_once && booted=1
 if [ "$booted" = 0 ]; then
-  tail -6 "$out/siw-vm-start-$name.log" | sed 's/^/  | /'
+  tail -6 "$out/guest-start-$name.log" | sed 's/^/  | /'
   if [ "${SOFTNDK_SIW_GUEST_BOOTED:-0}" = 1 ]; then
     echo "FAIL siw interop: the siw guest booted for an earlier suite but not for $(basename "$0") (output above)"
     exit 1
   fi
-  echo "SKIP siw interop: the siw guest did not boot ($(tail -1 "$out/siw-vm-start-$name.log"))"
+  echo "SKIP siw interop: the siw guest did not boot ($(tail -1 "$out/guest-start-$name.log"))"
   exit 77
 fi
 
@@ -82,7 +78,7 @@ guest_tx_timeouts() {  # the sum of eth0's transmit timeouts; the simulation's c
 }
 guest_network_dead() {  # 0 when a ping to the host moves no frame out of eth0; prints what it saw
   vm exec --name "$name" --timeout 30 -- sh -c 'exec 2>/dev/null; s=/sys/class/net/eth0/statistics/tx_packets
-    before=$(cat $s); ping -c 2 -W 1 $SIWVM_HOST >/dev/null; sleep 1; after=$(cat $s)
+    before=$(cat $s); ping -c 2 -W 1 $HOST_ADDR >/dev/null; sleep 1; after=$(cat $s)
     echo "tx_packets=$before,$after"' 2>/dev/null | grep -o 'tx_packets=[0-9]*,[0-9]*' | {
     IFS=, read -r before after || return 1
     before=${before#tx_packets=}
@@ -121,7 +117,7 @@ run_case() {
   sleep 2
   pick_guest_ports
   if ! boot_guest_retrying_once; then
-    tail -6 "$out/siw-vm-start-$name.log" | sed 's/^/  | /'
+    tail -6 "$out/guest-start-$name.log" | sed 's/^/  | /'
     echo "FAIL $current_case: the fresh guest did not boot (output above)"
     case_failed "$current_case (the fresh guest did not boot)"
     exit 1
@@ -129,7 +125,7 @@ run_case() {
   declare -F on_fresh_guest >/dev/null && on_fresh_guest
   "$@"
 }
-echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/siw-vm-start-$name.log" | head -1)"
+echo "siw guest: $(grep -o 'accel [a-z]*.*' "$out/guest-start-$name.log" | head -1)"
 
 # Waits up to SECONDS (default 60) for a line matching PATTERN in FILE. 1 when it never came: a loaded machine
 # starts a sanitizer build slowly, so no wait here assumes a speed.

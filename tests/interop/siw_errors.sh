@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Issue 8 §4: errors across the boundary between softndk (`ndkperf ib_*_bw -R`) and Linux siw in a siw-vm guest.
+# Issue 8 §4: errors across the boundary between softndk (`ndkperf ib_*_bw -R`) and Linux siw in a Linux guest (guest/vm.sh).
 #  - siw initiates and softndk refuses (softndk's --inject on what it advertises, or a smaller receive): softndk
 #    sends the RFC 5040 Terminate, reports the cause, and no byte of its registered memory changes; siw logs
-#    `got TERMINATE. layer L, type T, code C` in dmesg (read through siw-vm exec), with siw's nibble order.
+#    `got TERMINATE. layer L, type T, code C` in dmesg (read through vm.sh exec), with siw's nibble order.
 #  - softndk initiates and siw refuses: softndk decodes siw's Terminate (siw's layout, siw-facts §3.9) into the
 #    spec's status and the cause.
 #  - either process killed mid-transfer: the other side ends within seconds with the reason.
 # Then a clean run both ways shows both sides still work, and the guest's dmesg has no kernel warning.
 # Exits 77 (skip) with one line saying why when no guest can be booted.
-# Usage: siw_errors.sh NDKPERF OUTDIR [SIWVM]
+# Usage: siw_errors.sh NDKPERF OUTDIR
 set -u
 ndkperf="$1" out="$2"
 name="ndk-errors-$$"
@@ -20,7 +20,6 @@ pick_guest_ports() {
   for i in $(seq 0 19); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 }
 pick_guest_ports
-SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/errors-*
@@ -59,7 +58,7 @@ siw_initiates() {
   wait_for_line "$log" "Waiting for client"
   local theirs_exit
   # 20 s: perftest's client has hung once after siw took our Terminate; timeout ends it (exit 143)
-  theirs_exit=$(guest "timeout 20 $tool -R -p $reverse $theirs \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
+  theirs_exit=$(guest "timeout 20 $tool -R -p $reverse $theirs \$HOST_ADDR >/tmp/errors-guest.log 2>&1; echo \$?")
   wait "$server"
   local ours_exit=$?
   local dmesg
@@ -147,7 +146,7 @@ killed() {
     victim_run "$port" >"$log" 2>&1 &
     ours_pid=$!
     wait_for_line "$log" "Waiting for client"
-    vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $port -s 65536 -D 20 \$SIWVM_HOST \
+    vm exec --name "$name" --bg -- sh -c "timeout 50 ib_write_bw -R -p $port -s 65536 -D 20 \$HOST_ADDR \
         >/tmp/errors-guest.log 2>&1; echo exit=\$? >>/tmp/errors-guest.log" >/dev/null 2>&1
   fi
   # Mid-transfer: 2 s into the data phase (perftest's report header is printed as it starts), however long a
@@ -246,7 +245,7 @@ both_sides_keep_running() {
     SOFTNDK_TRACE="${log%.log}.pcap" timeout 60 "$ndkperf" ib_write_bw -R -p "$reverse" -s 4096 -n 200 >"$log" 2>&1 &
     server=$!
     wait_for_line "$log" "Waiting for client"
-    theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$SIWVM_HOST >/tmp/errors-guest.log 2>&1; echo \$?")
+    theirs_exit=$(guest "timeout 50 ib_write_bw -R -p $reverse -s 4096 -n 200 \$HOST_ADDR >/tmp/errors-guest.log 2>&1; echo \$?")
     wait "$server"
     ours_exit=$?
     if [ "$attempt" = 1 ] && could_not_report "$(guest 'cat /tmp/errors-guest.log')"; then

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 8 §2: perftest with -R between softndk (`ndkperf ib_write_bw|ib_read_bw|ib_send_bw`) and Linux soft-iWARP
-# (siw) in a siw-vm guest, both ways:
-#   siw as server: `ib_*_bw -R` in the guest, `ndkperf ib_*_bw -R ... 127.0.0.1` on the host (siw-vm --forward);
-#   siw as client: `ndkperf ib_*_bw -R` on the host, `ib_*_bw -R ... $SIWVM_HOST` in the guest (--reverse).
+# (siw) in a Linux guest (guest/vm.sh), both ways:
+#   siw as server: `ib_*_bw -R` in the guest, `ndkperf ib_*_bw -R ... 127.0.0.1` on the host (vm.sh --forward);
+#   siw as client: `ndkperf ib_*_bw -R` on the host, `ib_*_bw -R ... $HOST_ADDR` in the guest (--reverse).
 # Sizes 2 B … 1 MiB; ib_send_bw runs beyond its 512 receives, so its iWARP credits must flow. A case passes when
 # both sides exit 0 and print their report row for the size. Under TCG this checks the protocol, not speed.
 # Each softndk side writes a pcap (SOFTNDK_TRACE) and a tshark summary into OUTDIR.
 # Exits 77 (skip) with one line saying why when no guest can be booted.
-# Usage: siw_perftest.sh NDKPERF OUTDIR [SIWVM]
+# Usage: siw_perftest.sh NDKPERF OUTDIR
 set -u
 ndkperf="$1" out="$2"
 name="ndk-perftest-$$"
@@ -39,7 +39,6 @@ pick_guest_ports() {  # below 32768, Linux's ephemeral ports; picked again befor
 }
 pick_guest_ports
 spare=$ncases
-SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/perftest-*
@@ -93,7 +92,7 @@ could_not_report() { grep -q "Can't produce a report" <<<"$1"; }
 retry_note=" [run once more: perftest could not measure the guest's CPU clock for its report (TCG)]"
 next_spare() {  # the next unused forwarded pair; a run with none left stops, saying so, rather than use a dead port
   if [ "$spare" -ge "$pairs" ]; then
-    echo "FAIL $current_case: no spare port pair left for a run once more ($((pairs - ncases)) used)"
+    echo "FAIL $current_case: no spare port pair left for a run once more (all $((pairs - ncases)) used)"
     case_failed "$current_case (no spare port pair left)"
     exit 1
   fi
@@ -180,7 +179,7 @@ siw_connects() {
         >"$log" 2>&1 &
     server=$!
     wait_for_line "$log" "Waiting for client"
-    vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse ${shape[*]} ${run[*]} ${limit[*]} \$SIWVM_HOST \
+    vm exec --name "$name" -- sh -c "timeout 150 $tool -R -p $reverse ${shape[*]} ${run[*]} ${limit[*]} \$HOST_ADDR \
         >/tmp/perftest-client.log 2>&1; echo perftest-exit=\$? >>/tmp/perftest-client.log" >/dev/null 2>&1
     wait "$server"
     ours=$?

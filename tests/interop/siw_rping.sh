@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 8 §1: rping between softndk (`ndkping --rping`) and Linux soft-iWARP (siw) in a siw-vm guest, both ways:
-#   siw as server: `rping -s` in the guest, `ndkping --rping -c` on the host (through siw-vm --forward);
-#   siw as client: `ndkping --rping -s` on the host, `rping -c` in the guest (through siw-vm --reverse).
+# Issue 8 §1: rping between softndk (`ndkping --rping`) and Linux soft-iWARP (siw) in a Linux guest (guest/vm.sh), both ways:
+#   siw as server: `rping -s` in the guest, `ndkping --rping -c` on the host (through vm.sh --forward);
+#   siw as client: `ndkping --rping -s` on the host, `rping -c` in the guest (through vm.sh --reverse).
 # Sizes from rping's minimum (26) to 65535, hundreds of iterations, every one verified (-V) on both sides: rping
 # and ndkping's client compare the buffers, ndkping's server checks that what it Read is rping's pattern. Each softndk side writes a pcap (SOFTNDK_TRACE) and a tshark summary into OUTDIR.
 # Exits 77 (skip) with one line saying why when no guest can be booted; TCG is enough, KVM is not needed.
-# Usage: siw_rping.sh NDKPING OUTDIR [SIWVM]
+# Usage: siw_rping.sh NDKPING OUTDIR
 set -u
 ndkping="$1" out="$2"
 name="ndk-rping-$$"
@@ -24,7 +24,6 @@ pick_guest_ports() {  # below 32768, Linux's ephemeral ports; picked again befor
   for i in $(seq 0 9); do guest_ports+=(--forward $((base + 2 * i)) --reverse $((base + 2 * i + 1))); done
 }
 pick_guest_ports
-SIWVM_PATH="${3:-}"
 # shellcheck source=siw_common.sh
 . "$(dirname "$0")/siw_common.sh"
 rm -f "$out"/rping-*
@@ -111,7 +110,7 @@ siw_connects() {
       >"$log" 2>&1 &
   server=$!
   wait_for_line "$log" listening
-  theirs=$(vm exec --name "$name" -- sh -c "timeout 120 rping -c -a \$SIWVM_HOST -p $reverse -C $count -S $size -V \
+  theirs=$(vm exec --name "$name" -- sh -c "timeout 120 rping -c -a \$HOST_ADDR -p $reverse -C $count -S $size -V \
       >/tmp/rping-client.log 2>&1; echo rping-exit=\$?" 2>/dev/null | grep -o 'rping-exit=[0-9]*')
   wait "$server"
   ours=$?

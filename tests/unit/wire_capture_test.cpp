@@ -1,4 +1,4 @@
-// Decoding real captures (shared/interop/captures, siw-facts §1-§3): each TCP direction is reassembled, then fed
+// Decoding real captures (tests/data/captures; docs/interop.md says what siw does on the wire): each TCP direction is reassembled, then fed
 // through the MPA parser and the FPDU / DDP / RDMAP parsers exactly as the transport will.
 #include <gtest/gtest.h>
 
@@ -97,11 +97,12 @@ std::vector<DecodedConnection> DecodeCapture(const char* name) {
     return connections;
 }
 
-#define SKIP_WITHOUT_CAPTURES()                                                                         \
-    do {                                                                                                \
-        if (!std::filesystem::is_directory(SOFTNDK_CAPTURE_DIR)) {                                      \
-            GTEST_SKIP() << "capture folder " << SOFTNDK_CAPTURE_DIR << " is missing (shared/interop)"; \
-        }                                                                                               \
+// The captures are part of the repository (tests/data/captures): a missing folder is a broken checkout.
+#define REQUIRE_CAPTURES()                                                                                    \
+    do {                                                                                                      \
+        if (!std::filesystem::is_directory(SOFTNDK_CAPTURE_DIR)) {                                            \
+            FAIL() << "capture folder " << SOFTNDK_CAPTURE_DIR << " is missing: restore tests/data/captures"; \
+        }                                                                                                     \
     } while (0)
 
 uint32_t Be32At(const std::vector<uint8_t>& b, size_t at) {
@@ -118,7 +119,7 @@ std::vector<RdmapOpcode> Opcodes(const DecodedDirection& d) {
 }
 
 TEST(WireCaptureTest, RpingAgainstSiwDecodesEveryFpduOfBothPings) {
-    SKIP_WITHOUT_CAPTURES();
+    REQUIRE_CAPTURES();
     const std::vector<DecodedConnection> connections = DecodeCapture("rping-test-initiator-vs-siw-rping-server.pcapng");
     ASSERT_FALSE(connections.empty());
     const DecodedConnection* full = nullptr;
@@ -211,7 +212,7 @@ TEST(WireCaptureTest, RpingAgainstSiwDecodesEveryFpduOfBothPings) {
 }
 
 TEST(WireCaptureTest, IbWriteBwHasTheControlSendsAndFourKilobyteWrites) {
-    SKIP_WITHOUT_CAPTURES();
+    REQUIRE_CAPTURES();
     const std::vector<DecodedConnection> connections = DecodeCapture("ib_write_bw-R-siw-to-siw-via-host.pcapng");
     ASSERT_EQ(connections.size(), 2u) << "comm and data connections (siw-facts §2.1)";
     const DecodedConnection& comm = connections[0];
@@ -255,7 +256,7 @@ TEST(WireCaptureTest, IbWriteBwHasTheControlSendsAndFourKilobyteWrites) {
 }
 
 TEST(WireCaptureTest, SiwTerminateForABadMsnDecodesInSiwLayout) {
-    SKIP_WITHOUT_CAPTURES();
+    REQUIRE_CAPTURES();
     const std::vector<DecodedConnection> connections = DecodeCapture("siw-terminate-bad-msn.pcapng");
     ASSERT_EQ(connections.size(), 1u);
     const DecodedConnection& c = connections[0];
@@ -281,7 +282,7 @@ TEST(WireCaptureTest, SiwTerminateForABadMsnDecodesInSiwLayout) {
 }
 
 TEST(WireCaptureTest, SyntheticAllOpcodesCaptureHasGoodCrcsEverywhere) {
-    SKIP_WITHOUT_CAPTURES();
+    REQUIRE_CAPTURES();
     const std::vector<DecodedConnection> connections = DecodeCapture("synthetic-all-opcodes-crc-lsb.pcap");
     ASSERT_EQ(connections.size(), 1u);
     const DecodedConnection& c = connections[0];
@@ -316,7 +317,7 @@ TEST(WireCaptureTest, SyntheticAllOpcodesCaptureHasGoodCrcsEverywhere) {
 }
 
 TEST(WireCaptureTest, SyntheticCaptureWithOneFlippedBitIsACrcMismatch) {
-    SKIP_WITHOUT_CAPTURES();
+    REQUIRE_CAPTURES();
     std::vector<softndk::testing::TcpSegment> segments;
     std::string error;
     ASSERT_TRUE(
