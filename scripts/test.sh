@@ -44,12 +44,15 @@ cmake --build --preset asan -j "$jobs"
 phase "ASan + UBSan: every test"
 run_ctest --preset asan -LE interop
 
-phase "interop: softndk against Linux soft-iWARP (siw) in a Linux guest (tests/interop/guest)"
-for suite in "guest/vm_test.sh build/asan/tools/ndkperf" "siw_rping.sh build/asan/tools/ndkping" \
-             "siw_perftest.sh build/asan/tools/ndkperf" "siw_errors.sh build/asan/tools/ndkperf"; do
+phase "interop: softndk against Linux soft-iWARP (siw) and Linux NVMe-oF in a Linux guest (tests/interop/guest)"
+tools=build/asan/tools
+for suite in "tests/interop/guest/vm_test.sh $tools/ndkperf" "tests/interop/siw_rping.sh $tools/ndkping" \
+             "tests/interop/siw_perftest.sh $tools/ndkperf" "tests/interop/siw_errors.sh $tools/ndkperf" \
+             "tests/nvmeof/host_against_linux_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-host.so"; do
   status=0
-  read -r script tool <<<"$suite"
-  tests/interop/"$script" "$tool" build/asan/interop || status=$?
+  read -r script arguments <<<"$suite"
+  # shellcheck disable=SC2086  # the arguments are words
+  $script $arguments build/asan/interop || status=$?
   [ "$status" -eq 77 ] && break  # the suite said why in one line; the others would say the same
   export SOFTNDK_SIW_GUEST_BOOTED=1  # from now on a guest that does not boot is a failure (siw_common.sh)
   if [ "$status" -ne 0 ]; then

@@ -90,16 +90,25 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
     }
     if (address[0] != 0) {
         status = RtlIpv4StringToAddressW(address, TRUE, &end, &g_Nh.Address);
-        if (!NT_SUCCESS(status) || *end != 0) return STATUS_INVALID_PARAMETER;
+        if (!NT_SUCCESS(status) || *end != 0) {
+            NhLog("nvmeof-host: parameter Address \"%ls\": an IPv4 address\n", address);
+            return STATUS_INVALID_PARAMETER;
+        }
     }
     g_Nh.LocalAddress = g_Nh.Address;
     if (local[0] != 0) {
         status = RtlIpv4StringToAddressW(local, TRUE, &end, &g_Nh.LocalAddress);
-        if (!NT_SUCCESS(status) || *end != 0) return STATUS_INVALID_PARAMETER;
+        if (!NT_SUCCESS(status) || *end != 0) {
+            NhLog("nvmeof-host: parameter LocalAddress \"%ls\": an IPv4 address\n", local);
+            return STATUS_INVALID_PARAMETER;
+        }
     }
     if (nqn[0] != 0) {
         for (i = 0; nqn[i] != 0; ++i) {
-            if (nqn[i] < 0x21 || nqn[i] > 0x7E) return STATUS_INVALID_PARAMETER; /* an NQN is printable ASCII */
+            if (nqn[i] < 0x21 || nqn[i] > 0x7E) { /* an NQN is printable ASCII */
+                NhLog("nvmeof-host: parameter Nqn: printable ASCII without spaces\n");
+                return STATUS_INVALID_PARAMETER;
+            }
             g_Nh.SubsystemNqn[i] = (CHAR)nqn[i];
         }
         g_Nh.SubsystemNqn[i] = 0;
@@ -107,12 +116,27 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
     if (invalidate[0] != 0) {
         g_Nh.LocalInvalidateOnly = NhIs(invalidate, L"local");
         g_Nh.RemoteInvalidateOnly = NhIs(invalidate, L"remote");
-        if (!g_Nh.LocalInvalidateOnly && !g_Nh.RemoteInvalidateOnly && !NhIs(invalidate, L"both"))
+        if (!g_Nh.LocalInvalidateOnly && !g_Nh.RemoteInvalidateOnly && !NhIs(invalidate, L"both")) {
+            NhLog("nvmeof-host: parameter Invalidate \"%ls\": both, remote or local\n", invalidate);
             return STATUS_INVALID_PARAMETER;
+        }
     }
-    if (port == 0 || port > 0xFFFF || g_Nh.IoQueues == 0 || g_Nh.IoQueues > NH_MAX_IO_QUEUES || g_Nh.QueueDepth < 2 ||
-        g_Nh.QueueDepth > NH_MAX_DEPTH || g_Nh.TestBytes < NH_MAX_TRANSFER)
+    if (port == 0 || port > 0xFFFF) {
+        NhLog("nvmeof-host: parameter Port %u: from 1 to 65535\n", port);
         return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Nh.IoQueues == 0 || g_Nh.IoQueues > NH_MAX_IO_QUEUES) {
+        NhLog("nvmeof-host: parameter IoQueues %u: from 1 to %u\n", g_Nh.IoQueues, NH_MAX_IO_QUEUES);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Nh.QueueDepth < 2 || g_Nh.QueueDepth > NH_MAX_DEPTH) {
+        NhLog("nvmeof-host: parameter QueueDepth %u: from 2 to %u\n", g_Nh.QueueDepth, NH_MAX_DEPTH);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Nh.TestBytes < NH_MAX_TRANSFER) {
+        NhLog("nvmeof-host: parameter TestBytes %u: at least %u\n", g_Nh.TestBytes, NH_MAX_TRANSFER);
+        return STATUS_INVALID_PARAMETER;
+    }
     g_Nh.Port = (USHORT)port;
     return STATUS_SUCCESS;
 }
