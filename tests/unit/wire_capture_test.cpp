@@ -1,5 +1,5 @@
-// Decoding real captures (tests/data/captures; docs/interop.md says what siw does on the wire): each TCP direction is reassembled, then fed
-// through the MPA parser and the FPDU / DDP / RDMAP parsers exactly as the transport will.
+// Decoding real captures (tests/data/captures; docs/interop.md says what siw does on the wire): each TCP direction is
+// reassembled, then fed through the MPA parser and the FPDU / DDP / RDMAP parsers exactly as the transport will.
 #include <gtest/gtest.h>
 
 #include <filesystem>
