@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The NVMe-oF host sample (samples/km/nvmeof-host, under softndk-kmhost) against Linux's own NVMe-oF target
-# (nvmet + nvmet-rdma over soft-iWARP) in the interop guest. The guest serves a 16 MiB namespace on a tmpfs file;
-# the sample writes and reads back TestBytes twice and checks every byte; then the guest's own copy of the file is
+# (nvmet + nvmet-rdma over soft-iWARP) in the interop guest. The guest serves a 4 MiB namespace on a tmpfs file;
+# the sample writes and reads back the whole of it twice and checks every byte; then the guest's own copy of the file is
 # checked against the pattern of the last pass (md5 on both sides). Cases: completion modes inline, pend and
 # random, MPA CRC off and on (with CRC on, tshark must find good CRCs and no bad one). A failing case prints the
 # sample's last steps, the guest's dmesg and the capture's end.
@@ -26,7 +26,7 @@ start_target() {
   vm exec --name "$name" --timeout 120 -- sh -c "set -e
     modprobe crc64_rocksoft_generic; modprobe nvmet; modprobe nvmet-rdma
     mount -t configfs none /sys/kernel/config 2>/dev/null || true
-    dd if=/dev/zero of=/tmp/ns.img bs=1M count=16 2>/dev/null
+    dd if=/dev/zero of=/tmp/ns.img bs=1M count=4 2>/dev/null
     s=/sys/kernel/config/nvmet/subsystems/$nqn p=/sys/kernel/config/nvmet/ports/1
     mkdir \$s; echo 1 >\$s/attr_allow_any_host
     mkdir \$s/namespaces/1; echo /tmp/ns.img >\$s/namespaces/1/device_path
@@ -54,7 +54,7 @@ run_host() {  # run_host MODE CRC
   local mode=$1 crc=$2 label="completion $1, MPA CRC $2"
   begin_case "nvmeof host -> Linux nvmet: $label"
   local log="$out/nvmeof-host-$mode-crc-$crc.log" pcap="$out/nvmeof-host-$mode-crc-$crc.pcap" status info guest_md5
-  vm exec --name "$name" -- sh -c "dd if=/dev/zero of=/tmp/ns.img bs=1M count=16 conv=notrunc 2>/dev/null" >/dev/null
+  vm exec --name "$name" -- sh -c "dd if=/dev/zero of=/tmp/ns.img bs=1M count=4 conv=notrunc 2>/dev/null" >/dev/null
   [ "$crc" = on ] && export SOFTNDK_MPA_CRC=1 || unset SOFTNDK_MPA_CRC
   SOFTNDK_TRACE="$pcap" SOFTNDK_VERIFIER_TOLERATED=abort timeout 300 "$kmhost" --verifier abort --stop-when-idle \
     --seconds 240 --completion "$mode" --seed 7 --parameter Port="$base" --parameter Nqn="$nqn" \
@@ -68,7 +68,7 @@ run_host() {  # run_host MODE CRC
      grep -Eq "queue 1: [1-9][0-9]* writes with data in the capsule, ([0-9]+) keyed SGLs: \1 MRs invalidated by the target" "$log" &&
      grep -Eq "queue 2: [0-9]+ writes with data in the capsule, ([0-9]+) keyed SGLs: 0 MRs invalidated by the target, \1 by us" "$log" &&
      [ "$guest_md5" = "$expected_md5" ] && { [ "$crc" = off ] || [[ "$info" == *" good CRC32, 0 bad"* ]]; }; then
-    echo "ok   nvmeof host -> Linux nvmet: $label: $(grep -c 'pass [12]:.*success' "$log") passes verified here," \
+    echo "ok   nvmeof host -> Linux nvmet: $label: the whole 4 MiB namespace, $(grep -c 'pass [12]:.*success' "$log") passes verified here," \
       "the guest's file matches ($(grep -o 'queue 1: [^(]*' "$log" | head -1 | sed 's/ *$//')) ($info)"
   else
     echo "FAIL nvmeof host -> Linux nvmet: $label (kmhost exit $status; guest md5 $guest_md5, expected $expected_md5)"
