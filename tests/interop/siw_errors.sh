@@ -3,7 +3,7 @@
 #  - siw initiates and softndk refuses (softndk's --inject on what it advertises, or a smaller receive): softndk
 #    sends the RFC 5040 Terminate, reports the cause, and no byte of its registered memory changes; siw logs
 #    `got TERMINATE. layer L, type T, code C` in dmesg (read through vm.sh exec), with siw's nibble order.
-#  - softndk initiates and siw refuses: softndk decodes siw's Terminate (siw's layout, siw-facts §3.9) into the
+#  - softndk initiates and siw refuses: softndk decodes siw's Terminate (siw's layout, siw-on-the-wire §3.9) into the
 #    spec's status and the cause.
 #  - either process killed mid-transfer: the other side ends within seconds with the reason.
 # Then a clean run both ways shows both sides still work, and the guest's dmesg has no kernel warning.
@@ -179,7 +179,7 @@ killed() {
 }
 
 # The causes softndk sends, and how siw 6.1 logs them: it reads the RFC layout's first byte with its own bitfield
-# order, so layer and type come out swapped (siw-facts §3.9); DDP/tagged (1/1) reads the same either way.
+# order, so layer and type come out swapped (siw-on-the-wire §3.9); DDP/tagged (1/1) reads the same either way.
 run_case siw_initiates ib_write_bw "-s 4096 -n 100 --inject bad-stag" "-s 4096 -n 100" \
   "data connection ended: STATUS_CANCELLED \(0xC0000120\) on a receive, cause DDP/0x1/0x00 \(DDP tagged buffer: invalid STag\)" \
   "layer 1, type 1, code 0" memory

@@ -10,7 +10,7 @@ set -u
 ndkping="$1" out="$2"
 name="ndk-rping-$$"
 # size:iterations[:option] — crc: softndk asks for CRC32c (SOFTNDK_MPA_CRC=1); siw follows the C bit either way
-# (it never asks itself, siw-facts §3.5), so CRC is on in both directions of that case. readrtr: softndk's
+# (it never asks itself, siw-on-the-wire §3.5), so CRC is on in both directions of that case. readrtr: softndk's
 # Request offers only a Read RTR (SOFTNDK_MPA_RTR=read), so when softndk initiates, siw must choose it and answer
 # the zero-length Read Request (issue 8 §3); every other case initiated by softndk uses the Write RTR.
 # limitsN: softndk's client asks for IRD = ORD = N (--limits), which siw's rping server mirrors (rping's own
