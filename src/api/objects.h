@@ -1,5 +1,5 @@
-// The C++ objects behind the NDK handles. Each starts with the C struct the consumer sees (DESIGN §3), so a
-// handle is cast back with no lookup; the type and a magic number are checked first.
+// The C++ objects behind the NDK handles. Each starts with the C struct the consumer sees (docs/architecture.md,
+// "Objects and completions"), so a handle is cast back with no lookup; the type and a magic number are checked first.
 #pragma once
 
 #include <condition_variable>
