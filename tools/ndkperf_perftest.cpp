@@ -1,5 +1,5 @@
 // ndkperf ib_write_bw | ib_read_bw | ib_send_bw: perftest's own rdma_cm protocol (`-R`, perftest 6.06 as in
-// Debian 12's 4.5-0.17; siw-facts §2, docs/interop.md), so that softndk and perftest measure each other on Linux
+// Debian 12's 4.5-0.17; siw-on-the-wire §2, docs/interop.md), so that softndk and perftest measure each other on Linux
 // siw or an iWARP NIC, either side being the server. perftest's flags:
 //   ndkperf ib_write_bw -R [-s SIZE] [-n ITERS] [-D SECONDS] [-p PORT] [-t TX] [--report_gbits] [SERVER]
 //   ndkperf ib_read_bw  -R ... [-o OUTSTANDING_READS]
@@ -58,7 +58,7 @@ constexpr char kVersion[16] = "6.06";     // what perftest 6.06 sends; a peer ol
 constexpr uint32_t kCycleBuffer = 4096;   // perftest: the page size
 constexpr uint32_t kCacheLine = 64;       // perftest: sysconf's line size
 constexpr char kMtu[2] = {'3', 0};        // IBV_MTU_1024, as siw reports; informational on iWARP
-constexpr size_t kRecord = 56;            // struct pingpong_dest (siw-facts §2.2)
+constexpr size_t kRecord = 56;            // struct pingpong_dest (siw-on-the-wire §2.2)
 constexpr uint64_t kNoPeakAbove = 20000;  // perftest reports no peak beyond this many iterations
 constexpr int kSilenceSeconds = 120;      // perftest: "Did not get Message for 120 Seconds"
 constexpr int kConnectTries = 100;        // 100 ms apart: the server re-listens for the data connection late
@@ -96,7 +96,7 @@ std::string Describe(const NDK_RESULT_EX& result) {
     return line;
 }
 
-// ---- the 56-byte record (siw-facts §2.2; big-endian) --------------------------------------------------------
+// ---- the 56-byte record (siw-on-the-wire §2.2; big-endian) --------------------------------------------------------
 
 struct Record {
     uint32_t out_reads = 0, qpn = 0, psn = 0, rkey = 0;
@@ -164,7 +164,7 @@ public:
         ULONG info_size = sizeof(info);
         Check(adapter_->Dispatch->NdkQueryAdapterInfo(adapter_, &info, &info_size), "NdkQueryAdapterInfo");
         if (flags_.verb == Verb::kRead) {
-            // perftest: the device's maximum unless -o asks for fewer (siw-facts §2.1)
+            // perftest: the device's maximum unless -o asks for fewer (siw-on-the-wire §2.1)
             const unsigned limit = std::min(info.MaxInboundReadLimit, info.MaxOutboundReadLimit);
             if (flags_.out_reads > limit)
                 std::printf(" Number of outstanding reads is above max = %u\n Changing to that max value\n", limit);
@@ -222,7 +222,7 @@ public:
         else
             ConnectComm();
         Prologue();
-        Handshake(Record{});  // #5: a zero record, then the data connection (siw-facts §2.3)
+        Handshake(Record{});  // #5: a zero record, then the data connection (siw-on-the-wire §2.3)
         if (server)
             AcceptData();
         else
@@ -378,7 +378,7 @@ private:
         Check(comm_.qp->Dispatch->NdkReceive(comm_.qp, nullptr, &sge, 1), "NdkReceive");
     }
 
-    // One control message each way on comm: the client Sends first and the server answers (siw-facts §2.3).
+    // One control message each way on comm: the client Sends first and the server answers (siw-on-the-wire §2.3).
     // Every receive is copied out and posted again at once, as perftest does: the peer's next message may come
     // before our Send's completion, and then waits in inbox_ for the next exchange. The peer's death ends the
     // wait (its disconnect event); silence alone does not, as perftest's write/read server waits for ever.
@@ -454,7 +454,7 @@ private:
         record.qpn = 2;  // informational with -R
         record.psn = psn_;
         record.rkey = mr_->Dispatch->NdkGetRemoteTokenFromMr(mr_);
-        // send_bw on iWARP advertises its credit slot (siw-facts §2.4); write/read the exposed area
+        // send_bw on iWARP advertises its credit slot (siw-on-the-wire §2.4); write/read the exposed area
         record.vaddr =
             reinterpret_cast<uintptr_t>(buffer_ + (flags_.verb == Verb::kSend ? kCreditSlot : kAreas + area_));
         if (flags_.server.empty()) Inject(&record, bytes_ - kAreas - area_);
@@ -552,7 +552,7 @@ private:
         Check(connection.connector->Dispatch->NdkGetConnectionData(connection.connector, &inbound, &outbound, nullptr,
                                                                    &length),
               "NdkGetConnectionData");
-        // perftest 6.06 accepts with its own limits; the peer's MPA negotiation settles the rest (siw-facts §3.3)
+        // perftest 6.06 accepts with its own limits; the peer's MPA negotiation settles the rest (siw-on-the-wire §3.3)
         Waiter accepted;
         Check(accepted.Wait(connection.connector->Dispatch->NdkAccept(
                   connection.connector, connection.qp, limit, limit, nullptr, 0, &OnDisconnect,
@@ -818,7 +818,7 @@ private:
     }
 
     // send_bw's server: counts iters receives (or -D seconds from the first), reposting, and every rx_depth/3
-    // receives RDMA Writes the cumulative count, little-endian, to the client's credit slot (siw-facts §2.4).
+    // receives RDMA Writes the cumulative count, little-endian, to the client's credit slot (siw-on-the-wire §2.4).
     Figures ReceiveSends() {
         const uint32_t credit_every = std::max(1u, flags_.rx_depth / 3);
         uint64_t received = 0, credits_in_flight = 0;

@@ -1,4 +1,4 @@
-/* ndkping --rping: rping's own application protocol (rdma-core librdmacm/examples/rping.c; siw-facts §1) over
+/* ndkping --rping: rping's own application protocol (rdma-core librdmacm/examples/rping.c; siw-on-the-wire §1) over
  * softndk, so that softndk talks to rping on Linux soft-iWARP or an iWARP NIC, either side. rping's flags:
  *   ndkping --rping -s [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d]      server
  *   ndkping --rping -c  -a ADDR  [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d]      client

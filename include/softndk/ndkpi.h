@@ -1,5 +1,6 @@
 /* softndk — Network Direct Kernel Provider Interface (ndkpi.h / ndkinfo.h) for user mode.
- * Names, member order and values follow shared/spec/ndkpi-declarations.md.
+ * Names, member order and values follow Microsoft's published ndkpi.h and ndkinfo.h pages (docs/requirements.md
+ * links them); where no page shows a value, docs/spec-decisions.md says where it came from.
  * Plain C: compiles as C11 and as C++20. */
 #ifndef SOFTNDK_NDKPI_H
 #define SOFTNDK_NDKPI_H
@@ -18,7 +19,7 @@ extern "C" {
 #define SOFTNDK_API __attribute__((visibility("default")))
 #endif
 
-/* ---- Windows base types (declarations §1) ---- */
+/* ---- Windows base types ---- */
 #ifndef SOFTNDK_BASE_TYPES_DEFINED
 #define SOFTNDK_BASE_TYPES_DEFINED
 #define VOID void
@@ -93,7 +94,7 @@ typedef struct _MDL MDL, *PMDL;
 /* Winsock-layout SOCKADDR, SOCKADDR_IN(6), SOCKADDR_STORAGE, SOCKADDR_INET, IN_ADDR, IN6_ADDR (issue 9 §1). */
 #include <softndk/ws2def.h>
 
-/* ---- NTSTATUS codes the pages name (declarations §8) ---- */
+/* ---- NTSTATUS codes the pages name ---- */
 #define STATUS_SUCCESS ((NTSTATUS)0x00000000L)
 #define STATUS_PENDING ((NTSTATUS)0x00000103L)
 #define STATUS_BUFFER_OVERFLOW ((NTSTATUS)0x80000005L)
@@ -135,7 +136,7 @@ typedef struct _MDL MDL, *PMDL;
 #define NDIS_STATUS_BAD_VERSION ((NDIS_STATUS)0xC0010004L)
 #define NDIS_STATUS_ADAPTER_NOT_READY ((NDIS_STATUS)0xC0010011L)
 
-/* ---- Versions (declarations §2) ---- */
+/* ---- Versions ---- */
 typedef struct _NDK_VERSION {
     USHORT Major;
     USHORT Minor;
@@ -152,7 +153,7 @@ typedef struct _NDK_VERSION {
 #define NDK_VERSION_2_0_MINOR 0
 #define NDK_VERSION_2_1_MINOR 1
 
-/* ---- Enumerations (declarations §3) ---- */
+/* ---- Enumerations ---- */
 typedef enum _NDK_OBJECT_TYPE {
     NdkObjectTypeUndefined = 0,
     NdkObjectTypeAdapter = 1,
@@ -189,7 +190,7 @@ typedef enum _NDK_RDMA_TECHNOLOGY {
     NdkMaxTechnology = 5
 } NDK_RDMA_TECHNOLOGY;
 
-/* ---- Flags (declarations §4) ---- */
+/* ---- Flags ---- */
 #define NDK_MR_FLAG_ALLOW_LOCAL_READ 0x00000000
 #define NDK_MR_FLAG_ALLOW_LOCAL_WRITE 0x00000001
 #define NDK_MR_FLAG_ALLOW_REMOTE_READ 0x00000002
@@ -219,7 +220,7 @@ typedef enum _NDK_RDMA_TECHNOLOGY {
 #define NDK_CQ_NOTIFY_ANY 1
 #define NDK_CQ_NOTIFY_SOLICITED 2
 
-/* ---- Structures (declarations §5) ---- */
+/* ---- Structures ---- */
 typedef struct _NDK_OBJECT_HEADER_RESERVED_BLOCK {
     PVOID rf[4];
 } NDK_OBJECT_HEADER_RESERVED_BLOCK;
@@ -299,7 +300,7 @@ typedef struct _NDK_ADAPTER_INFO {
     NDK_RDMA_TECHNOLOGY RdmaTechnology;
 } NDK_ADAPTER_INFO;
 
-/* ---- Object structs (declarations §5.3) ---- */
+/* ---- Object structs ---- */
 typedef struct _NDK_ADAPTER NDK_ADAPTER;
 typedef struct _NDK_PD NDK_PD;
 typedef struct _NDK_CQ NDK_CQ;
@@ -321,7 +322,7 @@ typedef VOID (*NDK_FN_CONNECT_EVENT_CALLBACK)(PVOID ConnectEventContext, NDK_CON
 typedef VOID (*NDK_FN_DISCONNECT_EVENT_CALLBACK)(PVOID DisconnectEventContext);
 typedef VOID (*NDK_FN_DISCONNECT_EVENT_CALLBACK_EX)(PVOID DisconnectEventContext, ULONG ProviderDisconnectReason);
 
-/* ---- Provider functions (declarations §7) ---- */
+/* ---- Provider functions ---- */
 typedef NTSTATUS (*NDK_FN_CLOSE_OBJECT)(NDK_OBJECT_HEADER* pNdkObject, NDK_FN_CLOSE_COMPLETION CloseCompletion,
                                         PVOID RequestContext);
 typedef NTSTATUS (*NDK_FN_QUERY_EXTENSION_INTERFACE)(NDK_OBJECT_HEADER* pNdkObject, GUID* ExtensionInterfaceID,
@@ -449,7 +450,7 @@ typedef VOID (*NDK_FN_CONTROL_CONNECT_EVENTS)(NDK_LISTENER* pNdkListener, BOOLEA
 typedef NTSTATUS (*NDK_FN_GET_SHARED_ENDPOINT_LOCAL_ADDRESS)(NDK_SHARED_ENDPOINT* pNdkSharedEndpoint,
                                                              PSOCKADDR pAddress, ULONG* pAddressLength);
 
-/* ---- Dispatch tables: member order is the binary contract (declarations §6) ---- */
+/* ---- Dispatch tables: member order is the binary contract ---- */
 typedef struct _NDK_ADAPTER_DISPATCH {
     NDK_FN_QUERY_EXTENSION_INTERFACE NdkQueryExtension;
     NDK_FN_QUERY_ADAPTER_INFO NdkQueryAdapterInfo;
@@ -598,7 +599,7 @@ typedef NDK_CONNECTOR_DISPATCH* PNDK_CONNECTOR_DISPATCH;
 typedef NDK_LISTENER_DISPATCH* PNDK_LISTENER_DISPATCH;
 typedef NDK_SHARED_ENDPOINT_DISPATCH* PNDK_SHARED_ENDPOINT_DISPATCH;
 
-/* ---- NDIS-side structures (declarations §5.10) ---- */
+/* ---- NDIS-side structures ---- */
 typedef struct _NDIS_OBJECT_HEADER {
     UCHAR Type;
     UCHAR Revision;

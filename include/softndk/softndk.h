@@ -88,7 +88,7 @@ typedef struct _SOFTNDK_ADAPTER_CONFIG {
     /* Version 5. A SOFTNDK_MPA_RTR: the RTR the adapter's connects offer. */
     ULONG MpaRtr;
     /* Version 6. 1 (default): while a responder stays silent after our RTR, zero-length Writes from 10 ms to
-     * 10.24 s wake it (siw-facts §3.4); 0: none, so the outbound stream holds only what the consumer posted
+     * 10.24 s wake it (siw-on-the-wire §3.4); 0: none, so the outbound stream holds only what the consumer posted
      * (env SOFTNDK_RTR_KICKS=0). */
     ULONG RtrKicks;
     /* Version 7 (issue 18 §2): what a peer may hold of a listener before it is an RDMA peer.

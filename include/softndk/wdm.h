@@ -1,4 +1,5 @@
-/* softndk — user-mode memory manager with wdm.h names (shared/spec/wdm-mdl/, declarations §10).
+/* softndk — user-mode memory manager with wdm.h names (the MDL pages: MDL-01 … MDL-13
+ * in docs/requirements.md).
  * A "physical page" is a host page locked in RAM; PFN_NUMBER = host address >> PAGE_SHIFT. */
 #ifndef SOFTNDK_WDM_H
 #define SOFTNDK_WDM_H
@@ -22,7 +23,7 @@ typedef enum _LOCK_OPERATION { IoReadAccess = 0, IoWriteAccess = 1, IoModifyAcce
 typedef struct _EPROCESS* PEPROCESS;
 typedef struct _IRP* PIRP;
 
-/* declarations §10.1: 48 bytes on x64, the PFN array follows. */
+/* The MDL header: 48 bytes on x64, the PFN array follows. */
 struct _MDL {
     struct _MDL* Next;
     CSHORT Size;
@@ -53,7 +54,7 @@ struct _MDL {
 #define MDL_ALLOCATED_MUST_SUCCEED MDL_PAGE_CONTENTS_INVARIANT
 #define MDL_INTERNAL 0x8000
 
-/* Page helpers (declarations §10.3, MDL-13). */
+/* Page helpers (MDL-13). */
 #define BYTE_OFFSET(Va) ((ULONG)((ULONG_PTR)(Va) & (PAGE_SIZE - 1)))
 #define PAGE_ALIGN(Va) ((PVOID)((ULONG_PTR)(Va) & ~((ULONG_PTR)PAGE_SIZE - 1)))
 #define ROUND_TO_PAGES(Size) (((ULONG_PTR)(Size) + PAGE_SIZE - 1) & ~((ULONG_PTR)PAGE_SIZE - 1))

@@ -1,5 +1,5 @@
-// The C++ objects behind the NDK handles. Each starts with the C struct the consumer sees (DESIGN §3), so a
-// handle is cast back with no lookup; the type and a magic number are checked first.
+// The C++ objects behind the NDK handles. Each starts with the C struct the consumer sees (docs/architecture.md,
+// "Objects and completions"), so a handle is cast back with no lookup; the type and a magic number are checked first.
 #pragma once
 
 #include <condition_variable>
@@ -44,7 +44,7 @@ struct AdapterObject {
     uint32_t transport = SOFTNDK_TRANSPORT_AUTO;
     bool mpa_crc = false;                         // ask for CRC32c in MPA (issue 7 §2)
     bool mpa_read_rtr = false;                    // offer a Read RTR instead of a Write RTR (RFC 6581 §6)
-    bool rtr_kicks = true;                        // wake a silent responder after the RTR (siw-facts §3.4)
+    bool rtr_kicks = true;                        // wake a silent responder after the RTR (siw-on-the-wire §3.4)
     uint32_t mpa_request_timeout_ms = 0;          // issue 18 §2: passive MPA Request deadline (0 = none)
     uint32_t max_half_open = 0;                   // per listener (0 = no cap)
     uint32_t accept_retry_ms = 100;               // pause after accept fails for want of resources

@@ -1,4 +1,4 @@
-// One side of a connection (DESIGN §4, issue 18 §1): the one connection state machine, for both transports.
+// One side of a connection: the one connection state machine, for both transports (docs/architecture.md).
 // The consumer's steps (NdkConnect … NdkDisconnect, the connector's close) and the peer's events (its answer,
 // its RTR, its disconnect, the connection's loss) move it between the states drawn in docs/architecture.md.
 // It owns the connection's consumer-visible timers: the connect and accept timeouts (CM-08) and the disconnect

@@ -1,5 +1,5 @@
-// The way from one side of a connection to its peer (DESIGN §4, issue 18 §1). In-process it is a direct call
-// into the peer's ConnectionSide (cm/in_process_channel.h); on the wire it is MPA frames, the RTR and FINs on a
+// The way from one side of a connection to its peer (docs/architecture.md, "Connections"). In-process it is a direct
+// call into the peer's ConnectionSide (cm/in_process_channel.h); on the wire it is MPA frames, the RTR and FINs on a
 // TCP stream (cm/wire_channel.h). The ConnectionSide calls it without holding its own lock; the channel reports
 // the peer's steps back through the side's On* events.
 #pragma once

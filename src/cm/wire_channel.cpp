@@ -150,7 +150,7 @@ ChannelOpening OpenWireChannel(const std::shared_ptr<ConnectionSide>& side, Wire
     offer.ord = static_cast<uint16_t>(std::min<uint32_t>(requested.outbound, wire::kMpaMaxIrdOrd));
     offer.peer_to_peer = true;  // RFC 6581: the RTR tells the responder that NdkCompleteConnect ran
     // The one RTR offered, so the responder must pick it (issue 8 §3). A Read RTR is a Read Request: without an
-    // outbound read it would exceed the responder's IRD (siw refuses it at IRD 0, siw-facts §3.7), so then Write.
+    // outbound read it would exceed the responder's IRD (siw refuses it at IRD 0, siw-on-the-wire §3.7), so then Write.
     const bool read_rtr = plan.read_rtr && requested.outbound > 0;
     offer.write_rtr = !read_rtr;
     offer.read_rtr = read_rtr;

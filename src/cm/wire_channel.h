@@ -2,7 +2,7 @@
 //  - NdkConnect opens TCP and sends an MPA v2 Request: IRD/ORD = the requested read limits, P2P with one RTR
 //    offered, the NDK private data after the words. The Reply answers it; a Reject (R set) refuses it (CM-04).
 //  - NdkCompleteConnect sends the RTR; the responder's NdkAccept completes when it arrives (CM-08), which also
-//    keeps the first FPDU from racing the responder's set-up (siw-facts §3.4).
+//    keeps the first FPDU from racing the responder's set-up (siw-on-the-wire §3.4).
 //  - NdkDisconnect is a FIN; a lost stream or a Terminate either way is the peer's failure (CM-26).
 // MpaLink's and its stream's events arrive on the connection's lane and go straight to the ConnectionSide.
 #pragma once

@@ -1,5 +1,5 @@
-// One per adapter (DESIGN §3): decides whether a call completes inline or pends, and runs pended work and
-// completion callbacks on a provider thread, in submission order.
+// One per adapter (docs/architecture.md, "Objects and completions"): decides whether a call completes inline or pends,
+// and runs pended work and completion callbacks on a provider thread, in submission order.
 #pragma once
 
 #include <chrono>

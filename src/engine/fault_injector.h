@@ -1,5 +1,5 @@
-// Fault injection (DESIGN §3): make the Nth call, or a seeded fraction of calls, of a provider function fail
-// inline or asynchronously with a chosen status.
+// Fault injection (docs/architecture.md, "Objects and completions"): make the Nth call, or a seeded fraction of calls,
+// of a provider function fail inline or asynchronously with a chosen status.
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
-// The transport under the engine (DESIGN §4, issue 7 §1). The initiating QP hands it structured operations; it
-// never parses bytes. Two ways to finish a request:
+// The transport under the engine (docs/architecture.md, "Data path"; issue 7 §1). The initiating QP hands it structured
+// operations; it never parses bytes. Two ways to finish a request:
 //  - inline (the in-process link): Send/Write/Read run the peer's inbound side and return its verdict;
 //  - handed over (a wire, or the deferred in-process link): Submit() takes the request and the transport reports
 //    its end with QueuePair::OnSubmittedDone, from any thread. A Send or Write may end inside Submit() (a wire

@@ -1,5 +1,5 @@
-// The one access check (DESIGN §2). Every path uses it: local SGEs, inbound writes, read sources, read sinks,
-// send placement, bind and invalidation. Order: valid -> owner -> rights -> bounds; the bounds check cannot
+// The one access check (docs/architecture.md, "Memory"). Every path uses it: local SGEs, inbound writes, read sources,
+// read sinks, send placement, bind and invalidation. Order: valid -> owner -> rights -> bounds; the bounds check cannot
 // overflow. Each error maps to one NTSTATUS per side and to one RFC 5040 terminate code.
 #pragma once
 

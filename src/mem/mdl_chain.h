@@ -1,5 +1,5 @@
-// Turns the first `length` bytes of an MDL chain into a page table of host page addresses (DESIGN §2 steps
-// 1-3). Shared by NdkRegisterMr and NdkBuildLam.
+// Turns the first `length` bytes of an MDL chain into a page table of host page addresses (docs/architecture.md,
+// "Memory"). Shared by NdkRegisterMr and NdkBuildLam.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Token table (DESIGN §2): a token is a 24-bit slot index and an 8-bit key, both random. A slot carries a
-// local and a remote key so the two tokens of one registration differ. Looking a token up and taking a
+// Token table (docs/architecture.md, "Memory"): a token is a 24-bit slot index and an 8-bit key, both random. A slot
+// carries a local and a remote key so the two tokens of one registration differ. Looking a token up and taking a
 // reference is one atomic step on the slot word; a stale key or a retired slot fails. A slot is findable only
 // once Publish() has stored its (fully built) target.
 #pragma once

@@ -1,6 +1,6 @@
-// Process-wide locked-page registry (DESIGN §2): every page locked through the emulated memory manager,
-// with a lock count per page so overlapping locks nest. A page is a "physical page" only while its count
-// is non-zero; PFN_NUMBER = host address >> PAGE_SHIFT.
+// Process-wide locked-page registry (docs/architecture.md, "Memory"): every page locked through the emulated memory
+// manager, with a lock count per page so overlapping locks nest. A page is a "physical page" only while its count is
+// non-zero; PFN_NUMBER = host address >> PAGE_SHIFT.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The wdm.h MDL routines in user mode (shared/spec/wdm-mdl/, MDL-01 … MDL-13).
+// The wdm.h MDL routines in user mode (MDL-01 … MDL-13, docs/requirements.md).
 #include <sys/mman.h>
 
 #include <cerrno>

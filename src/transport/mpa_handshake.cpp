@@ -30,7 +30,7 @@ std::vector<uint8_t> MpaHandshake::Reply(MpaOffer reply) {
     wire::MpaEnhancedWords words;
     words.ird = reply.ird;
     words.ord = reply.ord;
-    if (p2p) {  // siw-facts §3.3: Write RTR if offered, else Read RTR if offered, else Write RTR
+    if (p2p) {  // siw-on-the-wire §3.3: Write RTR if offered, else Read RTR if offered, else Write RTR
         words.peer_to_peer = true;
         words.read_rtr = !peer_.words.write_rtr && peer_.words.read_rtr;
         words.write_rtr = !words.read_rtr;

@@ -42,7 +42,7 @@ public:
     // ---- our frame ----
     // Active: the Request for `offer`; empty if it cannot be built (private data too long).
     std::vector<uint8_t> Request(MpaOffer offer);
-    // Passive, after kComplete: the Reply that accepts, with the RTR this side asks for (siw-facts §3.3); empty
+    // Passive, after kComplete: the Reply that accepts, with the RTR this side asks for (siw-on-the-wire §3.3); empty
     // if it cannot be built. A rev 1 Request gets a rev 1 Reply (no words).
     std::vector<uint8_t> Reply(MpaOffer reply);
     // Passive, after kComplete: a Reject in the Request's revision, with the consumer's private data.

@@ -83,7 +83,7 @@ void MpaLink::OnPreludeReady(uint32_t events) {
             if (establishing_.load()) return;  // the peer answered our RTR before EnterRdma ran: next round
             [[fallthrough]];
         case Phase::kOffered: {
-            // Nothing may arrive now (siw-facts §3.4): data is a protocol error, EOF an abandoned attempt.
+            // Nothing may arrive now (siw-on-the-wire §3.4): data is a protocol error, EOF an abandoned attempt.
             const int peeked = stream_->PeekPrelude();
             if (peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
                 Fail(STATUS_CONNECTION_ABORTED, ProviderErrorOf(wire::term::kLlpConnectionLost));
@@ -109,7 +109,7 @@ void MpaLink::OnConnected() {
 }
 
 // The peer's MPA frame, read exactly (MpaHandshake says how many bytes more); bytes behind it are left in the
-// socket and refused (siw-facts §3.4).
+// socket and refused (siw-on-the-wire §3.4).
 void MpaLink::ReadMpa() {
     MpaHandshake::Verdict verdict = MpaHandshake::Verdict::kNeedMore;
     while (verdict == MpaHandshake::Verdict::kNeedMore) {

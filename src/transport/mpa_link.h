@@ -49,7 +49,7 @@ public:
     // Passive: resets the connection (kFailed, STATUS_IO_TIMEOUT) if its MPA Request is still not complete.
     void ExpireIfAwaitingRequest();
     // Active, after kMpaReceived with an accepting Reply: enter RDMA mode with `qp`. The RTR (or, to a peer
-    // without P2P, a zero-length Write, siw-facts §3.4) is queued now, before the consumer can post; the
+    // without P2P, a zero-length Write, siw-on-the-wire §3.4) is queued now, before the consumer can post; the
     // stream's SendQueued sends it.
     void Establish(engine::QueuePair* qp, uint32_t ird, uint32_t ord);
     // Stops at once (TcpConnection::Close); no event follows.

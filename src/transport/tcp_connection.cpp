@@ -312,7 +312,7 @@ void TcpConnection::KickIfSilent() {
         // Only into an empty queue (issue 34 §1.3): a kick must not send what deferred posts hold for their
         // doorbell (CB-15), and behind bytes on their way the peer has something to read anyway.
         if (state() != StreamState::kRdma || fin_ != Fin::kNone || !out_.empty()) return;
-        // After the consumer's data, one kick and no more (docs/spec-decisions.md, siw-facts §3.4): it wakes a
+        // After the consumer's data, one kick and no more (docs/spec-decisions.md, siw-on-the-wire §3.4): it wakes a
         // siw responder whose accept window swallowed that data too (rping's first Send); a later FPDU of the
         // consumer's wakes it by itself, and more kicks only add FPDUs that a slow, strict peer (an NVMe-oF
         // target taking its time over a capsule) must take. The queue is empty, so every FPDU is out.
@@ -329,12 +329,12 @@ void TcpConnection::KickIfSilent() {
 
 void TcpConnection::EnterRdma(engine::QueuePair* qp, uint32_t ird, uint32_t ord, Await await) {
     qp_ = qp;
-    // siw-facts §3.7: siw's read queues hold roundup_pow_of_two(limit) and a siw initiator fills its ORQ, so a
+    // siw-on-the-wire §3.7: siw's read queues hold roundup_pow_of_two(limit) and a siw initiator fills its ORQ, so a
     // peer that negotiated ORD 5 may send 8 Read Requests. The inbound queue takes as many (docs/spec-decisions.md).
     inbound_read_capacity_ = ird == 0 ? 0 : std::bit_ceil(ird);
     ord_ = ord;
     if (crc_)
-        rx_->staging.resize(wire::kFpduMaxUlpdu);  // the peer cuts by its own MSS: any 16-bit ULPDU (siw-facts §3.7)
+        rx_->staging.resize(wire::kFpduMaxUlpdu);  // cut by the peer's MSS: any 16-bit ULPDU (siw-on-the-wire §3.7)
     prelude_.reset();                              // the socket's events are the stream's from here
     {
         std::lock_guard lock(send_mutex_);

@@ -40,7 +40,7 @@ namespace softndk::transport {
 
 struct TcpOptions {
     bool request_crc = false;          // ask for CRC32c in our MPA Request / grant it in a Reply (RFC 5044 §7.1)
-    bool rtr_kicks = true;             // ScheduleKicks: wake a silent responder (siw-facts §3.4)
+    bool rtr_kicks = true;             // ScheduleKicks: wake a silent responder (siw-on-the-wire §3.4)
     WireFaults faults;                 // issue 7 §5 wire fault injection
     std::shared_ptr<WireTrace> trace;  // issue 7 §6: null unless SOFTNDK_TRACE / Config.TracePath
     // Runs `job` after `delay` on another thread (the adapter's executor); unset: no delayed work. The job must
@@ -151,11 +151,11 @@ public:
     // mode now.
     void TerminateNow(wire::TerminateCause cause, NTSTATUS status);
     // Active: the RTR (RFC 6581 §6; a zero-length Read Request if `read_rtr`, else a zero-length Write), queued
-    // before the consumer can post, so the first FPDU never races the responder's set-up (siw-facts §3.4).
+    // before the consumer can post, so the first FPDU never races the responder's set-up (siw-on-the-wire §3.4).
     // SendQueued sends it once the QP takes posts (a post sends it too, first).
     void QueueRtr(bool read_rtr);
     void SendQueued();
-    // The initiator's kicks (siw-facts §3.4): while nothing has come from the peer since the connection was
+    // The initiator's kicks (siw-on-the-wire §3.4): while nothing has come from the peer since the connection was
     // established, a zero-length Write (STag 1, TO 0, as the RTR), from 10 ms to 10.24 s after. A responder
     // that sent its Reply before it could read leaves our first FPDUs unread until more bytes arrive (Linux siw
     // does); to any other peer a zero-length Write is a no-op (RFC 5040: it names no memory).
@@ -288,7 +288,7 @@ private:
 
     // Engine side, set on entering RDMA mode (on the lane).
     engine::QueuePair* qp_ = nullptr;
-    uint32_t inbound_read_capacity_ = 0;  // IRD rounded up to a power of two (siw-facts §3.7)
+    uint32_t inbound_read_capacity_ = 0;  // IRD rounded up to a power of two (siw-on-the-wire §3.7)
     uint32_t ord_ = 0;
     size_t max_payload_ = 0;      // MULPDU for the path MSS (RFC 5044 §5.1), ULPDU bytes per FPDU
     uint64_t long_messages_ = 0;  // messages longer than one FPDU (send_mutex_): when to measure the MSS again

@@ -89,7 +89,7 @@ struct TcpConnection::Rx {
     uint64_t send_received = 0;
     uint32_t expected_send_msn = 1;
     uint32_t expected_read_msn = 1;
-    // The tagged message being received (no two are interleaved, siw-facts §3.7).
+    // The tagged message being received (no two are interleaved, siw-on-the-wire §3.7).
     bool tagged_open = false;
     wire::RdmapOpcode tagged_opcode = wire::RdmapOpcode::kWrite;
     uint32_t tagged_stag = 0;

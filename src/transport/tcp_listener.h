@@ -1,6 +1,6 @@
 // A listening TCP socket for NdkListen (issue 7 §4): accepts connections on the progress engine, reads each
 // one's MPA Request and hands the valid ones over. A connection whose Request is malformed never reaches the
-// consumer (MpaLink refuses it, siw-facts §3.3).
+// consumer (MpaLink refuses it, siw-on-the-wire §3.3).
 // Issue 18 §2: a peer costs only its own connection. A socket whose Request is not complete in time is reset;
 // at most max_half_open sockets wait for their Request (the oldest is reset to take a new one); an accept that
 // fails for want of descriptors or memory pauses the listener instead of spinning on it.

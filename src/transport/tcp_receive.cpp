@@ -333,7 +333,7 @@ bool TcpConnection::PlanTagged(const uint8_t* head) {
         rx.place = rx.grant.pieces();
         rx.response_for = nullptr;
     } else {
-        // A Read Response matches the oldest outstanding request exactly (siw-facts §3.7).
+        // A Read Response matches the oldest outstanding request exactly (siw-on-the-wire §3.7).
         wire::TerminateCause refusal{};
         bool matches = false;
         {

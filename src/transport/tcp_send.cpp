@@ -1,6 +1,6 @@
 // TcpConnection, sending: RDMAP messages cut into FPDUs no larger than the path MSS (RFC 5044 §5.1), gathered
 // from the registered pages with sendmsg (no staging copy), one message after another (no two tagged
-// messages interleave, siw-facts §3.7). Whoever holds send_mutex_ sends; a full socket arms EPOLLOUT and the
+// messages interleave, siw-on-the-wire §3.7). Whoever holds send_mutex_ sends; a full socket arms EPOLLOUT and the
 // lane carries on.
 #include <netinet/in.h>
 #include <sys/epoll.h>

@@ -151,7 +151,7 @@ WireStatus FrameFpduGather(std::span<const uint8_t> header, std::span<const std:
         state = Crc32cUpdate(state, kZeroPad, pad);
         crc = Crc32cFinalize(state);
     }
-    StoreCrcTrailer(crc, &out->trailer[pad]);  // zeros when CRC is off (RFC 5044 §6.1 / siw-facts §3.5)
+    StoreCrcTrailer(crc, &out->trailer[pad]);  // zeros when CRC is off (RFC 5044 §6.1 / siw-on-the-wire §3.5)
     out->trailer_size = static_cast<uint8_t>(pad + kFpduCrcSize);
     return WireStatus::kOk;
 }

@@ -96,7 +96,7 @@ struct MpaFrame {
 };
 
 // Parses one MPA frame of the expected kind from the start of `in`. On kOk, `size` is the frame length; bytes
-// after it belong to the caller (siw-facts §3.4: never treat them as part of the frame).
+// after it belong to the caller (siw-on-the-wire §3.4: never treat them as part of the frame).
 // On kMarkersRequested and kEnhancedHeaderMissing the frame is still fully parsed (`out` and `size` valid), so
 // a responder can answer with a Reject that echoes it. A Reject (Reply with R) with H but without the words is
 // kOk with zero words (siw sends such Rejects). On kPrivateDataTooLong and kUnsupportedMpaRevision the fixed
@@ -151,7 +151,7 @@ inline size_t MaxSegmentPayloadForMss(size_t mss, size_t header_size) {
     return ulpdu > header_size ? ulpdu - header_size : 0;
 }
 
-// The CRC trailer is the little-endian image of the CRC32c value (siw-facts §3.5/§5; tshark: "Good CRC32").
+// The CRC trailer is the little-endian image of the CRC32c value (siw-on-the-wire §3.5/§5; tshark: "Good CRC32").
 void StoreCrcTrailer(uint32_t crc, uint8_t out[4]);
 uint32_t LoadCrcTrailer(const uint8_t in[4]);
 
@@ -164,7 +164,7 @@ struct FpduView {
 // On kOk, size = FpduSize(ulpdu_length).
 ParseResult PeekFpduLength(std::span<const uint8_t> in, uint16_t* ulpdu_length);
 // Parses one whole FPDU. With `crc_enabled` the trailer is checked (kCrcMismatch, size = FPDU length so the
-// caller can skip it); without, it is ignored (siw sends zeros and never checks, siw-facts §3.5).
+// caller can skip it); without, it is ignored (siw sends zeros and never checks, siw-on-the-wire §3.5).
 ParseResult ParseFpdu(std::span<const uint8_t> in, bool crc_enabled, FpduView* out);
 
 // Framing bytes around an ULPDU given as header + payload, so the payload is never copied: send `length`,
@@ -364,7 +364,7 @@ inline constexpr uint8_t kTerminateFlagR = 0x20;  // RDMAP (Read Request) header
 
 enum class TerminateLayout : uint8_t {
     kRfc5040,      // byte 0 = Layer<<4 | EType, flags M/D/R = 0x80/0x40/0x20
-    kSiwBitfield,  // siw on x86 (siw-facts §3.9): byte 0 = EType<<4 | Layer, flags M/D/R = 0x01/0x02/0x04
+    kSiwBitfield,  // siw on x86 (siw-on-the-wire §3.9): byte 0 = EType<<4 | Layer, flags M/D/R = 0x01/0x02/0x04
 };
 
 struct TerminateMessage {
@@ -372,7 +372,7 @@ struct TerminateMessage {
     bool segment_length_valid = false;  // M
     bool has_ddp_header = false;        // D
     bool has_rdmap_header = false;      // R
-    // RFC: the offending segment's MPA ULPDU length. siw puts the payload length here (siw-facts §3.9).
+    // RFC: the offending segment's MPA ULPDU length. siw puts the payload length here (siw-on-the-wire §3.9).
     uint16_t segment_length = 0;
     std::span<const uint8_t> ddp_header;    // 14 or 18 bytes copied from the offending segment
     std::span<const uint8_t> rdmap_header;  // 28 bytes (Read Request) when R

@@ -1,5 +1,5 @@
 // The RDMAP Terminate message (RFC 5040 §4.8): built in RFC layout, decoded leniently (RFC layout or the layout
-// siw's x86 bitfields produce, siw-facts §3.9). Cause names follow the IANA "RDDP" registry (RFC 6580).
+// siw's x86 bitfields produce, siw-on-the-wire §3.9). Cause names follow the IANA "RDDP" registry (RFC 6580).
 #include <cstdio>
 #include <cstring>
 
@@ -12,7 +12,7 @@ namespace {
 using detail::LoadBe16;
 using detail::StoreBe16;
 
-// siw's Hdr Ct bits on x86 (siw-facts §3.9).
+// siw's Hdr Ct bits on x86 (siw-on-the-wire §3.9).
 constexpr uint8_t kSiwFlagM = 0x01;
 constexpr uint8_t kSiwFlagD = 0x02;
 constexpr uint8_t kSiwFlagR = 0x04;
@@ -127,7 +127,7 @@ TerminateCause TerminateCauseFor(WireStatus status, bool tagged) {
         case WireStatus::kCrcMismatch:
             return term::kLlpCrcError;
         case WireStatus::kUlpduShorterThanHeader:
-            return term::kLlpMarkerError;  // what siw sends (siw-facts §3.7)
+            return term::kLlpMarkerError;  // what siw sends (siw-on-the-wire §3.7)
         case WireStatus::kBadMpaKey:
         case WireStatus::kUnsupportedMpaRevision:
         case WireStatus::kMarkersRequested:
@@ -205,7 +205,7 @@ ParseResult DecodeTerminateBody(std::span<const uint8_t> body, TerminateMessage*
     const uint8_t flags = body[2];
     const TerminateCause rfc = CauseFromNibbles(hi, lo, code);
     const TerminateCause siw = CauseFromNibbles(lo, hi, code);
-    // The flags byte decides: RFC M/D/R are the top bits, siw's the bottom ones (siw-facts §3.9). Without any
+    // The flags byte decides: RFC M/D/R are the top bits, siw's the bottom ones (siw-on-the-wire §3.9). Without any
     // flag set, take the reading that names a registered cause, preferring the RFC one.
     if ((flags & kRfcFlagMask) != 0) {
         out->layout = TerminateLayout::kRfc5040;

@@ -1,5 +1,5 @@
 /* Compiled as C11 with -Wall -Wextra -Werror: the public headers are plain C, and the layouts match
- * shared/spec/ndkpi-declarations.md §5 and §10 (x64). Runs a tiny registration through the C ABI. */
+ * the x64 layouts of Microsoft's ndkpi.h and wdm.h. Runs a tiny registration through the C ABI. */
 #include <softndk/softndk.h>
 
 #include <stdio.h>

@@ -33,7 +33,7 @@ TEST(MdlMacrosTest, MDL_13_PageHelpers) {
     EXPECT_EQ(ADDRESS_AND_SIZE_TO_SPAN_PAGES(0x1FFF, 2), 2u);
     EXPECT_EQ(ADDRESS_AND_SIZE_TO_SPAN_PAGES(0x1000, PAGE_SIZE), 1u);
     EXPECT_EQ(ADDRESS_AND_SIZE_TO_SPAN_PAGES(0x1001, PAGE_SIZE), 2u);
-    EXPECT_EQ(sizeof(MDL), 48u);  // declarations §10.1
+    EXPECT_EQ(sizeof(MDL), 48u);  // the x64 MDL header
 }
 
 TEST(MdlRoutinesTest, MDL_05_InitializeAndSize) {

@@ -1,5 +1,5 @@
 // MpaHandshake (issue 18 §1): the MPA rules of one side, byte for byte and without a socket (RFC 5044 §7.1,
-// RFC 6581, siw-facts §3.3/§3.4).
+// RFC 6581, siw-on-the-wire §3.3/§3.4).
 #include <gtest/gtest.h>
 
 #include <algorithm>

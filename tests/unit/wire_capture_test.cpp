@@ -1,5 +1,6 @@
-// Decoding real captures (tests/data/captures; docs/interop.md says what siw does on the wire): each TCP direction is
-// reassembled, then fed through the MPA parser and the FPDU / DDP / RDMAP parsers exactly as the transport will.
+// Decoding real captures (tests/data/captures; docs/siw-on-the-wire.md says what siw does on the wire): each TCP
+// direction is reassembled, then fed through the MPA parser and the FPDU / DDP / RDMAP parsers exactly as the
+// transport will.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -128,7 +129,7 @@ TEST(WireCaptureTest, RpingAgainstSiwDecodesEveryFpduOfBothPings) {
         const MpaFrame& request = c.initiator.mpa;
         const MpaFrame& reply = c.responder.mpa;
         if (c.has_reply) {
-            // siw-facts §3.3: siw echoes the revision and H; rping's accept mirrors IRD/ORD (§1.2); CRC stays off.
+            // siw-on-the-wire §3.3: siw echoes revision and H, rping's accept mirrors IRD/ORD (§1.2), CRC stays off.
             EXPECT_EQ(reply.revision, request.revision);
             EXPECT_EQ(reply.enhanced, request.enhanced);
             EXPECT_FALSE(c.crc);
@@ -146,7 +147,7 @@ TEST(WireCaptureTest, RpingAgainstSiwDecodesEveryFpduOfBothPings) {
         }
         if (full == nullptr && c.initiator.fpdus.size() > 4) full = &c;
     }
-    EXPECT_EQ(rev1, 1u) << "the MPA rev 1 experiment of siw-facts §1.2";
+    EXPECT_EQ(rev1, 1u) << "the MPA rev 1 experiment of siw-on-the-wire §1.2";
     ASSERT_NE(full, nullptr) << "one connection carries two whole pings";
     const DecodedDirection& client = full->initiator;
     const DecodedDirection& server = full->responder;
@@ -157,7 +158,7 @@ TEST(WireCaptureTest, RpingAgainstSiwDecodesEveryFpduOfBothPings) {
     EXPECT_EQ(Opcodes(client),
               (std::vector<RdmapOpcode>{RdmapOpcode::kSend, RdmapOpcode::kReadResponse, RdmapOpcode::kSend,
                                         RdmapOpcode::kSend, RdmapOpcode::kReadResponse, RdmapOpcode::kSend}));
-    // Server: Read Request, Send(go-ahead), Write, Send(go-ahead) per ping (siw-facts §1.3).
+    // Server: Read Request, Send(go-ahead), Write, Send(go-ahead) per ping (siw-on-the-wire §1.3).
     EXPECT_EQ(Opcodes(server),
               (std::vector<RdmapOpcode>{RdmapOpcode::kReadRequest, RdmapOpcode::kSend, RdmapOpcode::kWrite,
                                         RdmapOpcode::kSend, RdmapOpcode::kReadRequest, RdmapOpcode::kSend,
@@ -214,7 +215,7 @@ TEST(WireCaptureTest, RpingAgainstSiwDecodesEveryFpduOfBothPings) {
 TEST(WireCaptureTest, IbWriteBwHasTheControlSendsAndFourKilobyteWrites) {
     REQUIRE_CAPTURES();
     const std::vector<DecodedConnection> connections = DecodeCapture("ib_write_bw-R-siw-to-siw-via-host.pcapng");
-    ASSERT_EQ(connections.size(), 2u) << "comm and data connections (siw-facts §2.1)";
+    ASSERT_EQ(connections.size(), 2u) << "comm and data connections (siw-on-the-wire §2.1)";
     const DecodedConnection& comm = connections[0];
     const DecodedConnection& data = connections[1];
     for (const DecodedConnection* c : {&comm, &data}) {
@@ -223,7 +224,7 @@ TEST(WireCaptureTest, IbWriteBwHasTheControlSendsAndFourKilobyteWrites) {
         EXPECT_EQ(c->initiator.mpa.words.ord, 0);
         EXPECT_TRUE(c->has_reply);
     }
-    // siw-facts §2.3 table: MSN 1..16 on the comm QP, both directions, with these payload sizes.
+    // siw-on-the-wire §2.3 table: MSN 1..16 on the comm QP, both directions, with these payload sizes.
     const size_t sizes[] = {16, 4, 4, 2, 56, 56, 56, 56, 56, 56, 8, 8, 8, 8, 8, 56};
     for (const DecodedDirection* d : {&comm.initiator, &comm.responder}) {
         ASSERT_EQ(d->fpdus.size(), 16u);

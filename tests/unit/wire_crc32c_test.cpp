@@ -71,7 +71,7 @@ TEST(WireCrc32cTest, IncrementalUpdatesEqualOneShotAtEverySplit) {
 }
 
 TEST(WireCrc32cTest, TrailerIsStoredLeastSignificantByteFirst) {
-    // siw-facts §5 / README: the value 0x2b9a3c11 goes on the wire as 11 3c 9a 2b.
+    // siw-on-the-wire §5 and §7: the value 0x2b9a3c11 goes on the wire as 11 3c 9a 2b.
     uint8_t trailer[4];
     StoreCrcTrailer(0x2b9a3c11u, trailer);
     EXPECT_EQ(trailer[0], 0x11);

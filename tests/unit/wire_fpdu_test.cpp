@@ -32,7 +32,7 @@ TEST(WireFpduTest, PadMakesLengthUlpduAndPadAMultipleOfFour) {
 
 TEST(WireFpduTest, MaxUlpduForMssFollowsRfc5044AndFitsTheSegment) {
     EXPECT_EQ(MaxUlpduForMss(1460), 1454u);
-    EXPECT_EQ(MaxUlpduForMss(1456), 1450u) << "siw's MSS & ~7 FPDUs carry ULPDU 1450 (siw-facts §3.6)";
+    EXPECT_EQ(MaxUlpduForMss(1456), 1450u) << "siw's MSS & ~7 FPDUs carry ULPDU 1450 (siw-on-the-wire §3.6)";
     EXPECT_EQ(MaxUlpduForMss(0), 0u);
     EXPECT_EQ(MaxUlpduForMss(7), 0u);
     EXPECT_EQ(MaxUlpduForMss(8), 2u);
@@ -178,7 +178,7 @@ TEST(WireDdpTest, TaggedHeaderRoundTrips) {
 TEST(WireDdpTest, UntaggedSendWithInvalidateCarriesTheStagInRsvdUlp) {
     const std::vector<uint8_t> bytes =
         HeaderBytes(MakeSendHeader(RdmapOpcode::kSendSolicitedInvalidate, 9, 1436, false, 0x00ABCD01));
-    // siw-facts §5: the Invalidate STag is at ULPDU offset 2 (FPDU offset 4).
+    // siw-on-the-wire §5: the Invalidate STag is at ULPDU offset 2 (FPDU offset 4).
     EXPECT_EQ(bytes[2], 0x00);
     EXPECT_EQ(bytes[3], 0xAB);
     EXPECT_EQ(bytes[4], 0xCD);
@@ -215,7 +215,7 @@ TEST(WireDdpTest, ReadRequestRoundTripsAllFiveFields) {
     EXPECT_EQ(h.read.size, read.size);
     EXPECT_EQ(h.read.source_stag, read.source_stag);
     EXPECT_EQ(h.read.source_offset, read.source_offset);
-    EXPECT_EQ(FpduSize(bytes.size()), 52u) << "siw-facts §5: Read Request FPDU is 52 bytes";
+    EXPECT_EQ(FpduSize(bytes.size()), 52u) << "siw-on-the-wire §5: Read Request FPDU is 52 bytes";
 }
 
 TEST(WireDdpTest, TerminateHeaderIsQueueTwoMsnOneLast) {

@@ -99,7 +99,7 @@ TEST(WireMpaTest, RejectEchoesCrcClearsMarkersAndMatchesSiw) {
 TEST(WireMpaTest, ConsumesOnlyTheFrameAndLeavesQueuedBytesToTheCaller) {
     std::vector<uint8_t> bytes = Header(kMpaReplyKey, kMpaFlagEnhanced, 2, {0, 1, 0, 1, 0xAA});
     const size_t frame_size = bytes.size();
-    const std::vector<uint8_t> fpdu = {0x00, 0x22, 0x41, 0x43};  // siw-facts §3.4: bytes queued behind the Reply
+    const std::vector<uint8_t> fpdu = {0x00, 0x22, 0x41, 0x43};  // siw-on-the-wire §3.4: bytes queued behind the Reply
     bytes.insert(bytes.end(), fpdu.begin(), fpdu.end());
     MpaFrame frame;
     const ParseResult r = ParseMpaFrame(bytes, MpaFrameKind::kReply, &frame);

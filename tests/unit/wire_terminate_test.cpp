@@ -106,7 +106,7 @@ TEST(WireTerminateTest, WholeTerminateUlpduParsesAsATerminateSegment) {
 }
 
 TEST(WireTerminateTest, SiwBitfieldLayoutIsDecodedFromTheLowFlagBits) {
-    // captures/siw-terminate-bad-msn.pcapng, Terminate body (siw-facts §3.9): `21 03 03 00`, length 0x0010 (the
+    // captures/siw-terminate-bad-msn.pcapng, Terminate body (siw-on-the-wire §3.9): `21 03 03 00`, length 0x0010 (the
     // payload length), then the 18-byte untagged header of the Send with MSN 6.
     const std::vector<uint8_t> body = {0x21, 0x03, 0x03, 0x00, 0x00, 0x10, 0x41, 0x43, 0x00, 0x00, 0x00, 0x00,
                                        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00};

@@ -208,7 +208,7 @@ TEST_F(CraftedConformanceTest, WIRE_CM_08_RtrGoesFirstWhenAnotherThreadPostsAtOn
     }
 }
 
-// Issue 33 §4.3 (siw-facts §3.4, docs/spec-decisions.md "The initiator's kicks"): a silent raw responder, and
+// Issue 33 §4.3 (siw-on-the-wire §3.4, docs/spec-decisions.md "The initiator's kicks"): a silent raw responder, and
 // the consumer posts a Send right after connecting. Over the next 150 ms the responder gets the RTR, the Send and
 // one kick after it (a siw responder whose accept window swallowed the Send wakes at it), and no more: before,
 // the kicks at 10 and 40 ms both followed the consumer's data.

@@ -54,7 +54,7 @@ TEST_F(CraftedPacketTest, WIRE_MpaTruncatedRequestThenCloseIsDropped) {
 
 TEST_F(CraftedPacketTest, WIRE_MpaBytesQueuedBehindTheRequestCloseTheConnection) {
     std::vector<uint8_t> request = GoodRequest(false);
-    for (uint8_t byte : SendFpdu(1, 8)) request.push_back(byte);  // an FPDU before the Reply (siw-facts §3.4)
+    for (uint8_t byte : SendFpdu(1, 8)) request.push_back(byte);  // an FPDU before the Reply (siw-on-the-wire §3.4)
     ExpectRefusedRequest(request, false);
 }
 
@@ -318,7 +318,7 @@ TEST_F(CraftedPacketTest, WIRE_CM_24_ADisconnectAfterOurTerminateCompletesOnlyOn
     EXPECT_EQ(terminate->cause, term::kRdmapRemoteStreamCatastrophic) << wire::FormatTerminateCause(terminate->cause);
 }
 
-// AMB (siw-facts §3.7, issue 8 §3): siw sizes its read queues to a power of two and fills them, so a peer that
+// AMB (siw-on-the-wire §3.7, issue 8 §3): siw sizes its read queues to a power of two and fills them, so a peer that
 // negotiated ORD 5 may have 8 Read Requests outstanding. softndk's inbound read queue rounds up the same way: an
 // IRD of 5 holds 8, and the 9th is beyond it.
 TEST_F(CraftedPacketTest, WIRE_CM_03_ReadRequestsUpToIrdRoundedToAPowerOfTwoAreServed) {
@@ -340,7 +340,7 @@ TEST_F(CraftedPacketTest, WIRE_CM_03_ReadRequestsUpToIrdRoundedToAPowerOfTwoAreS
     Close(&mr->Header);
 }
 
-// RFC 5044 §7.1.2 (siw-facts §3.4): a responder sends no FPDU before the initiator's first. A Send posted right
+// RFC 5044 §7.1.2 (siw-on-the-wire §3.4): a responder sends no FPDU before the initiator's first. A Send posted right
 // after NdkAccept waits until the raw initiator's first FPDU (a zero-length Write) has come, then goes.
 TEST_F(CraftedPacketTest, WIRE_CM_08_ResponderHoldsItsFpdusUntilTheInitiatorsFirst) {
     Handshake();
@@ -384,7 +384,7 @@ TEST_F(CraftedPacketTest, WIRE_InterleavedTaggedMessagesTerminate) {
     EXPECT_EQ(buffer_b_->data()[PAGE_SIZE], 0) << "the second Write placed nothing";
 }
 
-// ---- a Terminate from the peer (RFC 5040 §4.8; siw's x86 layout, siw-facts §3.9) ----
+// ---- a Terminate from the peer (RFC 5040 §4.8; siw's x86 layout, siw-on-the-wire §3.9) ----
 class CraftedTerminateTest : public CraftedPacketTest {
 protected:
     void ExpectReceived(const std::vector<uint8_t>& body, wire::TerminateCause cause) {

@@ -108,7 +108,7 @@ class Peer:
         crc = crc32c(body) if self.crc else 0
         if bad_crc:
             crc ^= 1
-        return body + struct.pack("<I", crc)  # the CRC's low byte first, as siw sends it (siw-facts)
+        return body + struct.pack("<I", crc)  # the CRC's low byte first, as siw sends it (siw-on-the-wire §3.5)
 
     def send(self, payload, queue=0):
         msn = self.msn[queue]
