@@ -1,5 +1,6 @@
-// softndk-kmhost: loads a kernel-style NDK consumer built as a shared object, calls its DriverEntry with a
-// DRIVER_OBJECT and a registry path, runs it until asked to stop, calls DriverUnload and reports leaks
+// softndk-kmhost: loads kernel-style NDK consumers built as shared objects (one or several, in one process),
+// calls each DriverEntry with a DRIVER_OBJECT and a registry path, runs them until asked to stop, calls each
+// DriverUnload (last loaded first) and reports leaks
 // (issue 9 §2). Exit status: 0 clean, 2 usage (a bad flag or value, as every tool), 3 DriverEntry failed,
 // 4 leaks, 5 Verifier violations (log mode; abort mode stops at the first), 6 the driver cannot be loaded,
 // 128 + N ended by signal N (130 SIGINT, 143 SIGTERM) with a report of where the driver was.
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,7 +31,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softndk-kmhost [options] DRIVER.so\n"
+    "usage: softndk-kmhost [options] DRIVER.so [DRIVER.so ...]\n"
     "  --interface IFINDEX=ADDRESS[,ADDRESS...]  an NDK interface the driver sees (repeatable): IfIndex 1-65535,\n"
     "                                    up to 8 IPv4/IPv6 addresses or host names; its LUID and alias\n"
     "                                    (\"softndk IFINDEX\") follow from the IfIndex. Several opens of one\n"
@@ -43,9 +45,11 @@ constexpr const char* kUsage =
     "  --seconds S                       stop after S seconds, 0-86400 (default: SIGINT / SIGTERM)\n"
     "  --registry-path PATH              the RegistryPath DriverEntry receives\n"
     "                                    (default \\Registry\\Machine\\System\\CurrentControlSet\\Services\\NAME)\n"
-    "  --parameter NAME=VALUE            a value under RegistryPath\\Parameters (ZwQueryValueKey):\n"
-    "                                    REG_DWORD when VALUE is a number (decimal or 0x…), else\n"
+    "  --parameter NAME=VALUE            a value under RegistryPath\\Parameters (ZwQueryValueKey) of each\n"
+    "                                    driver: REG_DWORD when VALUE is a number (decimal or 0x…), else\n"
     "                                    REG_SZ (repeatable)\n"
+    "  Several drivers run in one process (their connections take the in-process path): DriverEntry in the\n"
+    "  order given, DriverUnload in the reverse order; --registry-path then cannot be given.\n"
     "  -h, --help                        this text\n"
     "  SIGINT/SIGTERM: DriverUnload, then the leak report; inside DriverEntry or DriverUnload, or a second\n"
     "  signal: a report of where the driver is, then exit 128 + the signal\n";
@@ -191,7 +195,8 @@ int main(int argc, char** argv) {
 
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
-    std::string driver_path, registry_path;
+    std::vector<std::string> driver_paths;
+    std::string registry_path;
     std::vector<std::string> parameters;
     std::map<NET_IFINDEX, InterfaceSpec> interfaces;
     bool stop_when_idle = false;
@@ -248,13 +253,14 @@ int main(int argc, char** argv) {
             interfaces[spec.index] = spec;
         } else if (!arg.empty() && arg[0] == '-') {
             BadUsage("unknown flag %s", arg.c_str());
-        } else if (!driver_path.empty()) {
-            BadUsage("one driver at a time (a second one: %s)", arg.c_str());
         } else {
-            driver_path = arg;
+            driver_paths.push_back(arg);
         }
     }
-    if (driver_path.empty()) BadUsage("no DRIVER.so given%s");
+    if (driver_paths.empty()) BadUsage("no DRIVER.so given%s");
+    if (driver_paths.size() > 1 && !registry_path.empty())
+        BadUsage("--registry-path names one driver's key; %s drivers were given",
+                 std::to_string(driver_paths.size()).c_str());
     if (interfaces.empty()) interfaces[1] = InterfaceSpec{1, {}};  // the default: 127.0.0.1 and ::1
     for (const auto& [index, spec] : interfaces) {
         SOFTNDK_ADAPTER_CONFIG interface_config = config;
@@ -268,46 +274,66 @@ int main(int argc, char** argv) {
             BadUsage("--interface: IfIndex %s cannot be registered", std::to_string(index).c_str());
     }
 
-    void* module = dlopen(driver_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (module == nullptr) {
-        std::fprintf(stderr, "softndk-kmhost: cannot load %s: %s\n", driver_path.c_str(), dlerror());
-        return 6;
+    // Each driver: loaded, its parameters set under its own key, DriverEntry called, in the order given; unloaded
+    // in the reverse order. Drivers in one host share the process, so their connections take the in-process path.
+    struct LoadedDriver {
+        void* module = nullptr;
+        std::string name;
+        std::wstring wide_registry, wide_name;
+        UNICODE_STRING registry{};
+        DRIVER_EXTENSION extension{};
+        DRIVER_OBJECT object{};
+    };
+    std::vector<std::unique_ptr<LoadedDriver>> drivers;
+    for (const std::string& driver_path : driver_paths) {
+        auto driver = std::make_unique<LoadedDriver>();
+        driver->module = dlopen(driver_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (driver->module == nullptr) {
+            std::fprintf(stderr, "softndk-kmhost: cannot load %s: %s\n", driver_path.c_str(), dlerror());
+            return 6;
+        }
+        auto* entry = reinterpret_cast<PDRIVER_INITIALIZE>(dlsym(driver->module, "DriverEntry"));
+        if (entry == nullptr) {
+            std::fprintf(stderr, "softndk-kmhost: %s has no extern \"C\" DriverEntry\n", driver_path.c_str());
+            return 6;
+        }
+        std::string name = driver_path.substr(driver_path.find_last_of('/') + 1);
+        driver->name = name.substr(0, name.find('.'));
+        const std::string key = registry_path.empty()
+                                    ? "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\" + driver->name
+                                    : registry_path;
+        driver->wide_registry = Widen(key);
+        driver->wide_name = Widen("\\Driver\\" + driver->name);
+        if (!SetParameters(driver->wide_registry + L"\\Parameters", parameters))
+            BadUsage("--parameter: the registry refused a value%s");
+        RtlInitUnicodeString(&driver->registry, driver->wide_registry.c_str());
+        driver->object.Type = 4;
+        driver->object.Size = sizeof(driver->object);
+        driver->object.DriverExtension = &driver->extension;
+        driver->extension.DriverObject = &driver->object;
+        RtlInitUnicodeString(&driver->object.DriverName, driver->wide_name.c_str());
+        RtlInitUnicodeString(&driver->extension.ServiceKeyName, driver->wide_name.c_str() + 8);
+        driver->object.DriverInit = entry;
+        drivers.push_back(std::move(driver));
     }
-    auto* entry = reinterpret_cast<PDRIVER_INITIALIZE>(dlsym(module, "DriverEntry"));
-    if (entry == nullptr) {
-        std::fprintf(stderr, "softndk-kmhost: %s has no extern \"C\" DriverEntry\n", driver_path.c_str());
-        return 6;
-    }
+    for (const auto& driver : drivers) g_driver_name += (g_driver_name.empty() ? "" : "+") + driver->name;
 
-    std::string name = driver_path.substr(driver_path.find_last_of('/') + 1);
-    name = name.substr(0, name.find('.'));
-    if (registry_path.empty()) registry_path = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\" + name;
-    std::wstring wide_registry = Widen(registry_path), wide_name = Widen("\\Driver\\" + name);
-    if (!SetParameters(wide_registry + L"\\Parameters", parameters))
-        BadUsage("--parameter: the registry refused a value%s");
-    UNICODE_STRING registry;
-    RtlInitUnicodeString(&registry, wide_registry.c_str());
-    DRIVER_EXTENSION extension{};
-    DRIVER_OBJECT driver{};
-    driver.Type = 4;
-    driver.Size = sizeof(driver);
-    driver.DriverExtension = &extension;
-    extension.DriverObject = &driver;
-    RtlInitUnicodeString(&driver.DriverName, wide_name.c_str());
-    RtlInitUnicodeString(&extension.ServiceKeyName, wide_name.c_str() + 8);
-    driver.DriverInit = entry;
-
-    g_driver_name = name;
     const ULONG violations_before = SoftNdkKmVerifierViolationCount();
-    EnterPhase(Phase::kDriverEntry);
-    NTSTATUS status = entry(&driver, &registry);  // at PASSIVE_LEVEL, like the I/O manager
-    const char* status_name = SoftNdkStatusName(status);
-    std::fprintf(stderr, "softndk-kmhost: DriverEntry(%s) = %s (0x%08X)\n", name.c_str(),
-                 status_name ? status_name : "NTSTATUS", static_cast<unsigned>(status));
     int exit_code = 0;
-    if (!NT_SUCCESS(status)) {
-        exit_code = 3;  // Windows does not call DriverUnload after a failed DriverEntry
-    } else {
+    size_t entered = 0;  // drivers whose DriverEntry succeeded: the first ones
+    EnterPhase(Phase::kDriverEntry);
+    for (const auto& driver : drivers) {
+        NTSTATUS status = driver->object.DriverInit(&driver->object, &driver->registry);  // PASSIVE_LEVEL
+        const char* status_name = SoftNdkStatusName(status);
+        std::fprintf(stderr, "softndk-kmhost: DriverEntry(%s) = %s (0x%08X)\n", driver->name.c_str(),
+                     status_name ? status_name : "NTSTATUS", static_cast<unsigned>(status));
+        if (!NT_SUCCESS(status)) {
+            exit_code = 3;  // Windows does not call DriverUnload after a failed DriverEntry
+            break;
+        }
+        ++entered;
+    }
+    if (exit_code == 0) {
         EnterPhase(Phase::kRunning);
         const auto start = std::chrono::steady_clock::now();
         auto idle_since = start;
@@ -320,13 +346,17 @@ int main(int argc, char** argv) {
                 if (now - idle_since >= std::chrono::milliseconds(200)) break;
             }
         }
-        if (driver.DriverUnload == nullptr) {
-            std::fprintf(stderr, "softndk-kmhost: the driver set no DriverUnload, so it cannot be stopped\n");
-        } else {
-            EnterPhase(Phase::kDriverUnload);
-            driver.DriverUnload(&driver);
-            std::fprintf(stderr, "softndk-kmhost: DriverUnload returned\n");
+    }
+    EnterPhase(Phase::kDriverUnload);
+    for (size_t i = entered; i-- > 0;) {  // the drivers that started, last first
+        LoadedDriver& driver = *drivers[i];
+        if (driver.object.DriverUnload == nullptr) {
+            std::fprintf(stderr, "softndk-kmhost: %s set no DriverUnload, so it cannot be stopped\n",
+                         driver.name.c_str());
+            continue;
         }
+        driver.object.DriverUnload(&driver.object);
+        std::fprintf(stderr, "softndk-kmhost: DriverUnload(%s) returned\n", driver.name.c_str());
     }
     EnterPhase(Phase::kReporting);
     const ULONG leaks = SoftNdkKmReportLeaks();
@@ -338,7 +368,7 @@ int main(int argc, char** argv) {
     }
     if (SoftNdkKmIsIdle()) {
         SoftNdkKmShutdown();
-        dlclose(module);  // only when no driver code can still run
+        for (const auto& driver : drivers) dlclose(driver->module);  // only when no driver code can still run
     }
     if (exit_code == 0) std::fprintf(stderr, "softndk-kmhost: clean exit, no leaks\n");
     return exit_code;

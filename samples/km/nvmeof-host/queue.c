@@ -297,9 +297,15 @@ NTSTATUS NhConnectQueue(PNH_QUEUE Queue) {
 /* ---- submission and completion ---------------------------------------------------------------------------- */
 
 /* The slot NhSubmit will take next (it takes the lowest free one), or -1 when the queue is full. */
+/* A queue of Depth entries holds Depth - 1 commands (a full circular queue keeps one entry empty), and the target
+ * takes at most TargetDepth capsules at a time. */
+static ULONG NhSlotLimit(PNH_QUEUE Queue) {
+    return (ULONG)Queue->Depth - 1 < Queue->TargetDepth ? (ULONG)Queue->Depth - 1 : Queue->TargetDepth;
+}
+
 LONG NhNextFreeSlot(PNH_QUEUE Queue) {
     ULONG i;
-    for (i = 0; i < Queue->Depth && i < Queue->TargetDepth; ++i)
+    for (i = 0; i < NhSlotLimit(Queue); ++i)
         if (!Queue->Commands[i].Busy) return (LONG)i;
     return -1;
 }
@@ -311,7 +317,7 @@ NTSTATUS NhSubmit(PNH_QUEUE Queue, NVME_COMMAND* Command, NH_DATA Direction, ULO
     NDK_SGE sges[2];
     ULONG i, nsge = 1;
     NTSTATUS status;
-    for (i = 0; i < Queue->Depth && i < Queue->TargetDepth; ++i) {
+    for (i = 0; i < NhSlotLimit(Queue); ++i) {
         if (!Queue->Commands[i].Busy) {
             slot = &Queue->Commands[i];
             break;
