@@ -48,7 +48,8 @@ phase "interop: softndk against Linux soft-iWARP (siw) and Linux NVMe-oF in a Li
 tools=build/asan/tools
 for suite in "tests/interop/guest/vm_test.sh $tools/ndkperf" "tests/interop/siw_rping.sh $tools/ndkping" \
              "tests/interop/siw_perftest.sh $tools/ndkperf" "tests/interop/siw_errors.sh $tools/ndkperf" \
-             "tests/nvmeof/host_against_linux_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-host.so"; do
+             "tests/nvmeof/host_against_linux_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-host.so" \
+             "tests/nvmeof/linux_host_against_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-target.so"; do
   status=0
   read -r script arguments <<<"$suite"
   # shellcheck disable=SC2086  # the arguments are words
