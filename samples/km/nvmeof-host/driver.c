@@ -57,6 +57,7 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
     g_Nh.IoQueues = 2;
     g_Nh.QueueDepth = 32;
     g_Nh.TestBytes = 4 * 1024 * 1024;
+    g_Nh.BenchSeconds = 3;
     RtlStringCbCopyA(g_Nh.SubsystemNqn, sizeof(g_Nh.SubsystemNqn), "nqn.2026-12.io.softndk:ram");
     path.Length = 0;
     path.MaximumLength = (USHORT)(RegistryPath->Length + sizeof(parameters));
@@ -85,6 +86,10 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
             status = NhQueryParameter(key, L"QueueDepth", REG_DWORD, &g_Nh.QueueDepth, sizeof(g_Nh.QueueDepth));
         if (NT_SUCCESS(status))
             status = NhQueryParameter(key, L"TestBytes", REG_DWORD, &g_Nh.TestBytes, sizeof(g_Nh.TestBytes));
+        if (NT_SUCCESS(status))
+            status = NhQueryParameter(key, L"Benchmark", REG_DWORD, &g_Nh.Benchmark, sizeof(g_Nh.Benchmark));
+        if (NT_SUCCESS(status))
+            status = NhQueryParameter(key, L"BenchSeconds", REG_DWORD, &g_Nh.BenchSeconds, sizeof(g_Nh.BenchSeconds));
         ZwClose(key);
         if (!NT_SUCCESS(status)) return status;
     }
@@ -131,6 +136,11 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
     }
     if (g_Nh.QueueDepth < 2 || g_Nh.QueueDepth > NH_MAX_DEPTH) {
         NhLog("nvmeof-host: parameter QueueDepth %u: from 2 to %u\n", g_Nh.QueueDepth, NH_MAX_DEPTH);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Nh.Benchmark > 1 || g_Nh.BenchSeconds == 0 || g_Nh.BenchSeconds > 600) {
+        NhLog("nvmeof-host: parameters Benchmark %u (0 or 1), BenchSeconds %u (1 to 600)\n", g_Nh.Benchmark,
+              g_Nh.BenchSeconds);
         return STATUS_INVALID_PARAMETER;
     }
     if (g_Nh.TestBytes < NH_MAX_TRANSFER) {

@@ -357,6 +357,85 @@ static NTSTATUS NhTearDownInFlight(void) {
     return NhFlushInFlight(queue);
 }
 
+/* ---- the benchmark ------------------------------------------------------------------------------------------ */
+
+/* Opcode in Unit-byte commands on I/O queue 1 with Depth in flight, for BenchSeconds: random or sequential
+ * offsets over the test range. Logs commands per second and MB/s. */
+static NTSTATUS NhBench(PCSTR Name, UCHAR Opcode, ULONG Unit, ULONG Depth, BOOLEAN Random) {
+    PNH_QUEUE queue = &g_Nh.Io[0];
+    ULONG64 units = g_Nh.TestBytes / Unit, done = 0, next = 0, state = 0x9E3779B97F4A7C15ull, elapsedUs;
+    LARGE_INTEGER frequency, start, now;
+    LONGLONG limit;
+    NTSTATUS status = STATUS_SUCCESS;
+    start = KeQueryPerformanceCounter(&frequency);
+    limit = start.QuadPart + frequency.QuadPart * g_Nh.BenchSeconds;
+    now = start;
+    for (;;) {
+        ULONG finished, taken;
+        while (now.QuadPart < limit && queue->InFlight < Depth && NhNextFreeSlot(queue) >= 0) {
+            NVME_COMMAND command;
+            ULONG64 index;
+            if (Random) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                index = state % units;
+            } else {
+                index = next++ % units;
+            }
+            RtlZeroMemory(&command, sizeof(command));
+            command.Opcode = Opcode;
+            command.NamespaceId = 1;
+            command.Cdw10 = (ULONG)(index * Unit / g_Nh.BlockSize);
+            command.Cdw11 = (ULONG)((index * Unit / g_Nh.BlockSize) >> 32);
+            command.Cdw12 = Unit / g_Nh.BlockSize - 1;
+            status =
+                NhSubmit(queue, &command, Opcode == NVME_IO_WRITE ? NhToTarget : NhFromTarget, Unit, index, &taken);
+            if (!NT_SUCCESS(status)) return status;
+        }
+        if (queue->InFlight == 0) break;
+        status = NhReap(queue, &finished, NH_WAIT_MS);
+        if (!NT_SUCCESS(status)) return status;
+        if (!NVME_STATUS_OK(queue->Commands[finished].Response.Status)) return STATUS_DEVICE_PROTOCOL_ERROR;
+        NhRelease(queue, finished);
+        ++done;
+        now = KeQueryPerformanceCounter(NULL);
+    }
+    elapsedUs = (ULONG64)(now.QuadPart - start.QuadPart) * 1000000 / (ULONG64)frequency.QuadPart;
+    if (elapsedUs == 0) elapsedUs = 1;
+    NhLog("nvmeof-host: bench %s: %llu commands of %u bytes at depth %u in %llu us: %llu IOPS, %llu MB/s\n", Name,
+          (unsigned long long)done, Unit, Depth, (unsigned long long)elapsedUs,
+          (unsigned long long)(done * 1000000 / elapsedUs), (unsigned long long)(done * Unit / elapsedUs));
+    return status;
+}
+
+static NTSTATUS NhRunBenchmark(void) {
+    static const struct {
+        PCSTR Name;
+        UCHAR Opcode;
+        ULONG Unit, Depth;
+        BOOLEAN Random;
+    } runs[] = {
+        {"randread-4k-qd1", NVME_IO_READ, 4096, 1, TRUE},
+        {"randwrite-4k-qd1", NVME_IO_WRITE, 4096, 1, TRUE},
+        {"randread-4k-qd32", NVME_IO_READ, 4096, 32, TRUE},
+        {"randwrite-4k-qd32", NVME_IO_WRITE, 4096, 32, TRUE},
+        {"seqread-128k-qd32", NVME_IO_READ, 131072, 32, FALSE},
+        {"seqwrite-128k-qd32", NVME_IO_WRITE, 131072, 32, FALSE},
+    };
+    ULONG i;
+    for (i = 0; i < sizeof(runs) / sizeof(runs[0]); ++i) {
+        NTSTATUS status;
+        if (runs[i].Depth + 1 > g_Nh.Io[0].Depth) continue; /* a queue of depth D holds D - 1 */
+        status = NhBench(runs[i].Name, runs[i].Opcode, runs[i].Unit, runs[i].Depth, runs[i].Random);
+        if (!NT_SUCCESS(status)) {
+            NhStep(runs[i].Name, status);
+            return status;
+        }
+    }
+    return STATUS_SUCCESS;
+}
+
 static NTSTATUS NhRunHost(void) {
     ULONG q;
     ULONG64 value;
@@ -381,6 +460,12 @@ static NTSTATUS NhRunHost(void) {
     if (g_Nh.TestBytes > g_Nh.Blocks * g_Nh.BlockSize) g_Nh.TestBytes = (ULONG)(g_Nh.Blocks * g_Nh.BlockSize);
     g_Nh.TestBytes -= g_Nh.TestBytes % NH_MAX_TRANSFER;
     if (g_Nh.TestBytes == 0) return STATUS_INVALID_PARAMETER;
+    if (g_Nh.Benchmark) {
+        status = NhRunBenchmark();
+        NhStep("benchmark on I/O queue 1", status);
+        if (!NT_SUCCESS(status)) return status;
+        goto teardown;
+    }
     status = NhRunPass(NVME_IO_WRITE, PAGE_SIZE, 1);
     NhStep(g_Nh.InCapsuleBytes >= PAGE_SIZE ? "pass 1: 4 KiB writes, data in the capsule"
                                             : "pass 1: 4 KiB writes, keyed SGLs",
@@ -415,6 +500,7 @@ static NTSTATUS NhRunHost(void) {
     status = NhTearDownInFlight();
     NhStep("teardown with commands in flight", status);
     if (!NT_SUCCESS(status)) return status;
+teardown:
     status = NhStopKeepAlive();
     if (!NT_SUCCESS(status)) return status;
     value = NVME_CC_ENABLE | NVME_CC_QUEUE_ENTRY_SIZES | NVME_CC_SHUTDOWN_NORMAL;

@@ -93,8 +93,9 @@ typedef struct _NH_DRIVER {
     USHORT Port;
     CHAR SubsystemNqn[224];
     ULONG IoQueues, QueueDepth, TestBytes;
-    BOOLEAN LocalInvalidateOnly;  /* Invalidate=local: never ask the target to invalidate */
-    BOOLEAN RemoteInvalidateOnly; /* Invalidate=remote: always ask it */
+    ULONG Benchmark, BenchSeconds; /* Benchmark=1: timed runs on I/O queue 1 instead of the two checked passes */
+    BOOLEAN LocalInvalidateOnly;   /* Invalidate=local: never ask the target to invalidate */
+    BOOLEAN RemoteInvalidateOnly;  /* Invalidate=remote: always ask it */
     NET_IFINDEX IfIndex;
     /* controller */
     NH_QUEUE Admin;
