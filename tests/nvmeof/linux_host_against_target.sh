@@ -4,9 +4,9 @@
 # /dev/nvme-fabrics, which must create /dev/nvme0n1; writes 8 MiB of random data with 128 KiB direct writes (the
 # target fetches them by RDMA Read), reads them back with 64 KiB direct reads (RDMA Writes) and compares; rewrites
 # the first MiB with 4 KiB direct writes (data in the capsule) and compares again; then deletes the controller.
-# The target's namespace checksum, logged at its unload, must equal the checksum of the guest's data, and the
-# target must have used every path (RDMA Read, RDMA Write, in-capsule data, Send with Invalidate) and unloaded with
-# no leak. Cases: completion modes inline and pend. A failing case prints the target's last lines, the guest's
+# The target's namespace checksum, logged at its unload, must equal the checksum of the guest's data; the target
+# must have used every path (RDMA Read, RDMA Write, in-capsule data, Send with Invalidate), held the host's
+# Asynchronous Event Request until the end, and unloaded with no leak. Cases: completion modes inline and pend. A failing case prints the target's last lines, the guest's
 # output and dmesg.
 # Usage: linux_host_against_target.sh KMHOST NVMEOF_TARGET_SO OUTDIR. Exits 77 (skip) when no guest can be prepared.
 set -u
@@ -64,6 +64,7 @@ PY
   io=$(grep "queue 1 closed" "$log" | head -n 1)
   if [ "$status" = 0 ] && [ "$target_status" = 0 ] && grep -q "verified-in-the-guest" "$guest_log" &&
      [ "$checksum" = "$expected" ] && grep -q "clean exit, no leaks" "$log" && ! grep -q "VERIFIER" "$log" &&
+     grep -Eq "queue 0 closed after .*, [1-9][0-9]* events held" "$log" &&
      [[ "$io" =~ \(([1-9][0-9]*)\ RDMA\ Reads,\ ([1-9][0-9]*)\ RDMA\ Writes,\ ([1-9][0-9]*)\ in\ the\ capsule,\ ([1-9][0-9]*)\ Sends ]]; then
     echo "ok   Linux nvme-rdma -> nvmeof target: $label: /dev/nvme0n1 written, read back and compared in the guest;" \
       "the target's namespace checksum $checksum is the guest's data (queue 1: ${io#*after })"
