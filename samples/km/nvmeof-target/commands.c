@@ -198,9 +198,9 @@ static USHORT NtIdentify(PNT_CONNECTION Connection, const NVME_COMMAND* Command,
         Data[NVME_ID_CTRL_MDTS] = 5; /* 2^5 4 KiB pages: 128 KiB */
         NtPut16(Data, NVME_ID_CTRL_CNTLID, Connection->Controller->Id);
         NtPut32(Data, NVME_ID_CTRL_VERSION, 0x00010300);
-        NtPut32(Data, 92, 1u << 8); /* OAES: namespace attribute notices, so a host keeps Async Event Requests here */
-        Data[258] = 3;                       /* ACL */
-        Data[259] = NT_AER_LIMIT - 1;        /* AERL */
+        NtPut32(Data, 92, 1u << 8);   /* OAES: namespace attribute notices, so a host keeps Async Event Requests here */
+        Data[258] = 3;                /* ACL */
+        Data[259] = NT_AER_LIMIT - 1; /* AERL */
         NtPut16(Data, NVME_ID_CTRL_KAS, 10); /* keep-alive granularity: 1 s */
         Data[NVME_ID_CTRL_SQES] = 0x66;
         Data[NVME_ID_CTRL_CQES] = 0x44;
