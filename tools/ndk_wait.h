@@ -80,12 +80,22 @@ static inline void* ndk_created(ndk_wait_t* wait, NTSTATUS returned, void* slot,
     return inline_object != NULL ? inline_object : (void*)wait->object;
 }
 
+/* --pend or --random (default inline); both at once is refused (exit 2) rather than the last one winning. */
 static inline ULONG ndk_parse_mode(int argc, char** argv) {
+    ULONG mode = SOFTNDK_COMPLETION_INLINE;
     for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--pend") == 0) return SOFTNDK_COMPLETION_PEND;
-        if (strcmp(argv[i], "--random") == 0) return SOFTNDK_COMPLETION_RANDOM;
+        ULONG asked = strcmp(argv[i], "--pend") == 0     ? SOFTNDK_COMPLETION_PEND
+                      : strcmp(argv[i], "--random") == 0 ? SOFTNDK_COMPLETION_RANDOM
+                                                         : SOFTNDK_COMPLETION_INLINE;
+        if (asked == SOFTNDK_COMPLETION_INLINE) continue;
+        if (mode != SOFTNDK_COMPLETION_INLINE && mode != asked) {
+            const char* tool = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+            fprintf(stderr, "%s: --pend and --random exclude each other; give one (see %s --help)\n", tool, tool);
+            exit(2);
+        }
+        mode = asked;
     }
-    return SOFTNDK_COMPLETION_INLINE;
+    return mode;
 }
 
 #endif

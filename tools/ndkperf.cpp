@@ -170,10 +170,14 @@ Options Parse(int argc, char** argv) {
             options.largest = ndktools::ParseSize("ndkperf", arg, next(), 1, 1ull << 30);
         } else if (arg == "--seconds") {
             options.seconds = ndktools::ParseSeconds("ndkperf", arg, next(), 0.001, 3600);
-        } else if (arg == "--pend") {
-            options.mode = SOFTNDK_COMPLETION_PEND;
-        } else if (arg == "--random") {
-            options.mode = SOFTNDK_COMPLETION_RANDOM;
+        } else if (arg == "--pend" || arg == "--random") {
+            const ULONG mode = arg == "--pend" ? SOFTNDK_COMPLETION_PEND : SOFTNDK_COMPLETION_RANDOM;
+            if (options.mode != SOFTNDK_COMPLETION_INLINE && options.mode != mode) {
+                std::fprintf(stderr,
+                             "ndkperf: --pend and --random exclude each other; give one (see ndkperf --help)\n");
+                std::exit(2);
+            }
+            options.mode = mode;
         } else if (arg == "--json") {
             options.json = true;
         } else if (arg == "-h" || arg == "--help") {
@@ -307,8 +311,8 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     const size_t total = options.tests.size() * options.sizes.size();
     // --seconds is each point's budget; the message rate and the registration rates take one budget each.
-    std::fprintf(stderr, "ndkperf: %zu points and 2 rates of %.3g s each: about %.3g s (Ctrl-C prints what is done)\n",
-                 total, options.seconds, options.seconds * static_cast<double>(total + 2));
+    std::fprintf(stderr, "ndkperf: %zu point%s and 2 rates of %.3g s each: about %.3g s (Ctrl-C prints what is done)\n",
+                 total, total == 1 ? "" : "s", options.seconds, options.seconds * static_cast<double>(total + 2));
     for (const std::string& test : options.tests) {
         for (size_t size : options.sizes) {
             if (ndkperf::Interrupted()) break;

@@ -65,9 +65,10 @@ static void format_summary(char* buffer, size_t length, int done, int verified, 
         snprintf(buffer, length, "--- ndkping statistics ---\nno iterations%s\n", ending);
     else
         snprintf(buffer, length,
-                 "--- ndkping statistics ---\n%d iterations, %d verified, %d errors, min/avg/max = %.1f/%.1f/%.1f "
+                 "--- ndkping statistics ---\n%d iteration%s, %d verified, %d error%s, min/avg/max = %.1f/%.1f/%.1f "
                  "us%s\n",
-                 done, verified, done - verified, best, total / done, worst, ending);
+                 done, done == 1 ? "" : "s", verified, done - verified, done - verified == 1 ? "" : "s", best,
+                 total / done, worst, ending);
 }
 
 /* SIGINT or SIGTERM: the partial statistics, then exit 128 + the signal, 130 for Ctrl-C (issue 20 §1, as ping).
@@ -271,8 +272,8 @@ int main(int argc, char** argv) {
                   sizeof(text));
         const unsigned port = ntohs(bound.si_family == AF_INET ? bound.Ipv4.sin_port : bound.Ipv6.sin6_port);
         if (ping)
-            printf("ndkping: server listening on %s port %u; %d iterations of %u bytes, %s completions\n", text, port,
-                   count, size, modes[mode]);
+            printf("ndkping: server listening on %s port %u; %d iteration%s of %u bytes, %s completions\n", text, port,
+                   count, count == 1 ? "" : "s", size, modes[mode]);
         else
             printf("ndkping: server listening on %s port %u (iWARP/TCP), %s completions\n", text, port, modes[mode]);
         post_control_receive(&server); /* two: the next ping may arrive before this side re-posts */
@@ -297,8 +298,8 @@ int main(int argc, char** argv) {
             inet_ntop(bound.si_family,
                       bound.si_family == AF_INET ? (void*)&bound.Ipv4.sin_addr : (void*)&bound.Ipv6.sin6_addr, text,
                       sizeof(text));
-            printf("ndkping: client to %s port %u; %d iterations of %u bytes, %s completions\n", text, port_number,
-                   count, size, modes[mode]);
+            printf("ndkping: client to %s port %u; %d iteration%s of %u bytes, %s completions\n", text, port_number,
+                   count, count == 1 ? "" : "s", size, modes[mode]);
         }
         post_control_receive(&client);
         connect_returned = client.connector->Dispatch->NdkConnect(

@@ -290,7 +290,7 @@ static int rping_server(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     ndk_wait_t disconnected = {0};
     ndk_wait(&disconnected, r->connector->Dispatch->NdkDisconnect(r->connector, ndk_wait_on_request, &disconnected));
     free(expected);
-    printf("ndkping --rping: server done, %d iterations%s\n", done, validate ? " verified" : "");
+    printf("ndkping --rping: server done, %d iteration%s%s\n", done, done == 1 ? "" : "s", validate ? " verified" : "");
     return count != 0 && done != count;
 }
 
@@ -339,7 +339,7 @@ static int rping_client(rping_t* r, const SOCKADDR_INET* address, ULONG length, 
     }
     ndk_wait_t disconnected = {0};
     ndk_wait(&disconnected, r->connector->Dispatch->NdkDisconnect(r->connector, ndk_wait_on_request, &disconnected));
-    printf("ndkping --rping: client done, %d iterations%s\n", done, validate ? " verified" : "");
+    printf("ndkping --rping: client done, %d iteration%s%s\n", done, done == 1 ? "" : "s", validate ? " verified" : "");
     return failed || (count != 0 && done != count);
 }
 
