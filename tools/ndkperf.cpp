@@ -30,12 +30,41 @@ using ndkperf::Row;
 using ndkperf::SizeName;
 
 constexpr const char* kUsage =
-    "usage: ndkperf [--test write|read|send|all] [--sizes 64,4096,...] [--seconds S] [--pend|--random] [--json]\n"
+    "usage: ndkperf [--test ...] [--sizes ...] [--seconds S] [--pend|--random] [--json]      (both sides here)\n"
     "       ndkperf --server [-a ADDRESS] [-p PORT] [--max-size BYTES] [--pend|--random]\n"
-    "       ndkperf --client -a ADDRESS -p PORT [--test ...] [--sizes ...] [--latency-sizes 64,...] [--window N]\n"
-    "               [-q QPS] [--connections N] [--idle S] [--seconds S] [--pend|--random] [--json]\n"
-    "       (--server and --client also take --progress-threads N: the adapter's ProgressThreads)\n"
-    "       ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [perftest flags] [SERVER]   (perftest's protocol)\n";
+    "       ndkperf --client -a ADDRESS -p PORT [--test ...] [--sizes ...] [--window N] [-q QPS] [...]\n"
+    "       ndkperf ib_write_bw|ib_read_bw|ib_send_bw -R [perftest's flags] [SERVER]  (perftest's protocol;\n"
+    "               `ndkperf ib_write_bw --help` lists those flags)\n"
+    "  --test write|read|send|all    what to measure (default all: write, read and send)\n"
+    "  --sizes 64,4096,...           message sizes, k/M units, 1 B to 1 GiB (default 64,4096,64k,1M,4M)\n"
+    "  --seconds S                   each point's budget, 0.001 to 3600 (default 0.2)\n"
+    "  --pend | --random             completion mode: always pending, or chosen at random (default inline)\n"
+    "  --json                        one JSON object instead of the table\n"
+    "  --server                      serve clients on -a/-p (default: every address, an ephemeral port)\n"
+    "  --client                      measure against a server; needs -a and -p\n"
+    "  -a ADDRESS                    the server's address (client) or the one to listen on (server); in the\n"
+    "                                perftest mode -a means every size, as in perftest\n"
+    "  -p PORT                       1 to 65535 (client: required; server: default ephemeral, printed)\n"
+    "  --max-size BYTES              server: the largest message it accepts (default 4M)\n"
+    "  --window N                    client: requests in flight, 1 to 1024 (default 16)\n"
+    "  -q, --qps N                   client: QPs at once, each its own connection, 1 to 32 (default 1)\n"
+    "  --latency-sizes 64,...        client: Send ping-pong sizes, up to 64 KiB (default 64)\n"
+    "  --connections N               client: also open N more connections and time them, 0 to 4000 (default 0)\n"
+    "  --idle S                      client: first sit idle S seconds and report the CPU used, 0 to 3600\n"
+    "  --progress-threads N          server and client: the adapter's progress threads, 1 to 16 (default: the\n"
+    "                                adapter's, or SOFTNDK_PROGRESS_THREADS)\n"
+    "  -h, --help                    this text\n"
+    "  Ctrl-C prints what was measured so far, marked partial.\n";
+
+// perftest's flags written in this mode: each is answered with how to say it here.
+const char* PerftestHint(const std::string& flag) {
+    if (flag == "-s") return "sizes here are --sizes 4096 (or the perftest mode: ndkperf ib_write_bw -R -s 4096 ...)";
+    if (flag == "-n") return "here the budget is --seconds S (or the perftest mode: ndkperf ib_write_bw -R -n N ...)";
+    if (flag == "-b") return "both directions at once is the perftest mode's -b: ndkperf ib_write_bw -R -b ...";
+    if (flag == "-d") return "the device here is the interface of -a; perftest's -d names an RDMA device";
+    if (flag == "-D") return "here the budget is --seconds S (or the perftest mode: ndkperf ib_write_bw -R -D S ...)";
+    return nullptr;
+}
 
 double Seconds(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -134,7 +163,7 @@ Options Parse(int argc, char** argv) {
         std::string arg = argv[i];
         auto next = [&]() -> std::string {
             if (i + 1 >= argc) {
-                std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+                std::fprintf(stderr, "ndkperf: %s needs a value; see ndkperf --help\n", arg.c_str());
                 std::exit(2);
             }
             return argv[++i];
@@ -183,6 +212,9 @@ Options Parse(int argc, char** argv) {
         } else if (arg == "-h" || arg == "--help") {
             std::fprintf(stdout, "%s", kUsage);
             std::exit(0);
+        } else if (const char* hint = PerftestHint(arg)) {
+            std::fprintf(stderr, "ndkperf: %s is perftest's flag: %s; see ndkperf --help\n", arg.c_str(), hint);
+            std::exit(2);
         } else {
             std::fprintf(stderr, "ndkperf: unknown flag %s; see ndkperf --help\n", arg.c_str());
             std::exit(2);
@@ -194,7 +226,7 @@ Options Parse(int argc, char** argv) {
     }
     if (options.role == Options::Role::kClient) {
         if (options.address.empty() || options.port == 0) {
-            std::fprintf(stderr, "ndkperf --client needs the server's -a ADDRESS and -p PORT\n%s", kUsage);
+            std::fprintf(stderr, "ndkperf: --client needs the server's -a ADDRESS and -p PORT; see ndkperf --help\n");
             std::exit(2);
         }
         options.largest = 0;

@@ -37,7 +37,18 @@ expect 2 'unknown flag --bogus; see ndkperf --help' -- --bogus
 expect 2 '-q: "33" is not a whole number from 1 to 32' -- --client -a 127.0.0.1 -p 1 -q 33
 expect 2 '-q (QPs at once) is for --client' -- --server -q 2
 expect 2 '--progress-threads: "17"' -- --server --progress-threads 17
-expect 2 '--seconds needs a value' -- --seconds
+expect 2 'ndkperf: --seconds needs a value; see ndkperf --help' -- --seconds
+expect 2 "ndkperf: -s is perftest's flag: sizes here are --sizes 4096" -- -s 4096
+expect 2 "ndkperf: -n is perftest's flag: here the budget is --seconds S" -- -n 100
+expect 2 "ndkperf: -b is perftest's flag: both directions at once is the perftest mode's -b" -- -b
+# --help names every flag the native mode parses, and each with a default or a range
+for flag in --test --sizes --seconds --pend --random --json --server --client -a -p --max-size --window -q \
+            --latency-sizes --connections --idle --progress-threads; do
+  if ! "$ndkperf" --help | grep -E '^  -' | grep -qE -- "(^| )$flag([ ,]|$)"; then
+    echo "FAIL ndkperf --help does not list $flag among its flags"
+    failed=1
+  fi
+done
 expect 0 'usage: ndkperf' -- --help
 expect 0 'usage: ndkperf' -- -h
 expect 0 '"size":4096' -- --test write --sizes 4k --seconds 0.01 --json
