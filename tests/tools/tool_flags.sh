@@ -68,9 +68,10 @@ expect 0 '-b, --bidirectional' -- ib_send_bw --help
 expect 2 'give -a or -s, not both' -- ib_write_bw -R -d lo -a -s 4k
 expect 2 '--inject runs one size in one direction' -- ib_write_bw -R -d siw_lo -b --inject bad-stag
 expect 2 'ib_send_bw -a counts its Sends per size (-n)' -- ib_send_bw -R -d softndk0 -a -D 2
-expect 2 '-q: "2" is not a whole number from 1 to 1' -- ib_write_bw -R -q 2
+expect 2 'ndkperf: -q 2: several QPs are not supported in the perftest mode yet' -- ib_write_bw -R -q 2
 expect 2 '-s: "4x"' -- ib_write_bw -R -s 4x
 expect 2 'unsupported flag --bogus; see ndkperf ib_write_bw --help' -- ib_write_bw -R --bogus
+expect 2 'ndkperf: -q 4: several QPs are not supported in the perftest mode yet (one QP: -q 1)' -- ib_write_bw -R -q 4
 tool="$ndkping"
 expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens' -- --client -a 127.0.0.1 -p "$closed"
 expect 2 'did you mean --rping' -- -s -a 127.0.0.1
