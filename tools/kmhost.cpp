@@ -299,6 +299,12 @@ int main(int argc, char** argv) {
         }
         std::string name = driver_path.substr(driver_path.find_last_of('/') + 1);
         driver->name = name.substr(0, name.find('.'));
+        // One driver object per module: a module given twice would be entered twice with one set of globals, and
+        // two paths with one name would share a registry key and device names.
+        for (const auto& loaded : drivers) {
+            if (loaded->module == driver->module || loaded->name == driver->name)
+                BadUsage("a driver is given twice (%s): each runs once per host", driver->name.c_str());
+        }
         const std::string key = registry_path.empty()
                                     ? "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\" + driver->name
                                     : registry_path;

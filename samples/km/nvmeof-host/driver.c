@@ -203,6 +203,7 @@ static VOID NhUnload(PDRIVER_OBJECT DriverObject) {
     PAGED_CODE();
     KeSetEvent(&g_Nh.Stop, IO_NO_INCREMENT, FALSE); /* every wait of a worker ends */
     KeCancelTimer(&g_Nh.KeepAliveTimer);
+    KeFlushQueuedDpcs(); /* a DPC already queued has run before the driver goes */
     ExWaitForRundownProtectionRelease(&g_Nh.Rundown);
     NhTearDown();
     NhLog("nvmeof-host: unloaded\n");

@@ -18,13 +18,14 @@ Abstract:
                      every byte checked; pass 2: 128 KiB writes, 4 KiB reads, checked; a Flush per queue. Every
                      keyed SGL is a fast registration of its own, invalidated by the target (Send with
                      Invalidate) on odd queues and by us on even ones (Invalidate=both; or all remote, all local)
-      teardown       QueueDepth reads posted on the last I/O queue and the queue disconnected under them; CC
+      teardown       QueueDepth - 1 reads posted on the last I/O queue and the queue disconnected under them; CC
                      shutdown, CSTS.SHST; every connection closed; DriverUnload frees the rest
 
     Each step is logged with its NTSTATUS in words. Parameters (RegistryPath\Parameters, softndk-kmhost
     --parameter): Address (the target, 127.0.0.1), LocalAddress (default Address), Port (4420), Nqn (the
     subsystem), IoQueues (2, at most 4), QueueDepth (32, at most 64), TestBytes (4 MiB; at most the namespace),
-    Invalidate (both, remote or local).
+    Invalidate (both, remote or local), Benchmark (0; 1: timed runs on I/O queue 1 instead of the checked passes,
+    which need QueueDepth 33 for their depth-32 runs) and BenchSeconds (3, each run).
 
 Environment:
 
@@ -180,11 +181,20 @@ static NTSTATUS NhBringUp(void) {
         NhStep("Identify Namespace 1", status);
     }
     if (NT_SUCCESS(status)) {
+        ULONG shift;
         lbaFormat = identify[NVME_ID_NS_FLBAS] & 0xF;
+        shift = (NvmeRead32(identify, NVME_ID_NS_LBAF + 4 * lbaFormat) >> 16) & 0xFF;
         g_Nh.Blocks = NvmeRead64(identify, NVME_ID_NS_SIZE);
-        g_Nh.BlockSize = 1u << ((NvmeRead32(identify, NVME_ID_NS_LBAF + 4 * lbaFormat) >> 16) & 0xFF);
-        NhLog("nvmeof-host:   namespace 1: %llu blocks of %u bytes\n", (unsigned long long)g_Nh.Blocks, g_Nh.BlockSize);
-        if (g_Nh.Blocks == 0 || g_Nh.BlockSize < 512 || g_Nh.BlockSize > PAGE_SIZE) status = NhProtocolError(__LINE__);
+        /* a block of 512 bytes to a page, in a format the namespace lists (NLBAF is 0-based) */
+        if (lbaFormat > identify[NVME_ID_NS_NLBAF] || shift < 9 || shift > PAGE_SHIFT || g_Nh.Blocks == 0) {
+            NhLog("nvmeof-host:   namespace 1: format %u of %u, block size 2^%u, %llu blocks: not usable here\n",
+                  lbaFormat, identify[NVME_ID_NS_NLBAF] + 1u, shift, (unsigned long long)g_Nh.Blocks);
+            status = NhProtocolError(__LINE__);
+        } else {
+            g_Nh.BlockSize = 1u << shift;
+            NhLog("nvmeof-host:   namespace 1: %llu blocks of %u bytes\n", (unsigned long long)g_Nh.Blocks,
+                  g_Nh.BlockSize);
+        }
     }
     ExFreePoolWithTag(identify, NH_TAG);
     if (!NT_SUCCESS(status)) return status;
@@ -238,13 +248,15 @@ static VOID NhKeepAliveWorker(PDEVICE_OBJECT Device, PVOID Context) {
     ExReleaseRundownProtection(&g_Nh.Rundown);
 }
 
-static VOID NhStartKeepAlive(void) {
+/* Fails when DriverUnload has begun: then nothing is started. */
+static NTSTATUS NhStartKeepAlive(void) {
     LARGE_INTEGER due;
     due.QuadPart = -(LONGLONG)(NH_KEEP_ALIVE_MS / 2) * 10000;
+    if (!ExAcquireRundownProtection(&g_Nh.Rundown)) return STATUS_REQUEST_ABORTED;
     g_Nh.KeepAliveRunning = TRUE;
-    ExAcquireRundownProtection(&g_Nh.Rundown);
     KeSetTimerEx(&g_Nh.KeepAliveTimer, due, NH_KEEP_ALIVE_MS / 2, &g_Nh.KeepAliveDpc);
     IoQueueWorkItem(g_Nh.KeepAliveItem, NhKeepAliveWorker, DelayedWorkQueue, NULL);
+    return STATUS_SUCCESS;
 }
 
 /* The admin queue is the worker's until it has stopped. */
@@ -426,7 +438,10 @@ static NTSTATUS NhRunBenchmark(void) {
     ULONG i;
     for (i = 0; i < sizeof(runs) / sizeof(runs[0]); ++i) {
         NTSTATUS status;
-        if (runs[i].Depth + 1 > g_Nh.Io[0].Depth) continue; /* a queue of depth D holds D - 1 */
+        if (runs[i].Depth + 1 > g_Nh.Io[0].Depth) { /* a queue of depth D holds D - 1 */
+            NhLog("nvmeof-host: bench %s skipped: it needs QueueDepth %u or more\n", runs[i].Name, runs[i].Depth + 1);
+            continue;
+        }
         status = NhBench(runs[i].Name, runs[i].Opcode, runs[i].Unit, runs[i].Depth, runs[i].Random);
         if (!NT_SUCCESS(status)) {
             NhStep(runs[i].Name, status);
@@ -443,7 +458,8 @@ static NTSTATUS NhRunHost(void) {
     PAGED_CODE();
     status = NhBringUp();
     if (!NT_SUCCESS(status)) return status;
-    NhStartKeepAlive();
+    status = NhStartKeepAlive();
+    if (!NT_SUCCESS(status)) return status;
     for (q = 0; q < g_Nh.IoQueues; ++q) {
         CHAR step[64];
         g_Nh.Io[q].Id = (USHORT)(q + 1);

@@ -94,8 +94,9 @@ static USHORT NtConnect(PNT_CONNECTION Connection, const NVME_COMMAND* Command, 
     USHORT status = NT_SC_SUCCESS;
     data->SubsystemNqn[sizeof(data->SubsystemNqn) - 1] = 0;
     data->HostNqn[sizeof(data->HostNqn) - 1] = 0;
-    if (Connection->Controller != NULL || fields->RecordFormat != 0 || fields->QueueId != Connection->QueueId ||
-        fields->SubmissionQueueSize + 1u > Connection->Depth) {
+    if (Connection->Controller != NULL) return NT_SC_SEQUENCE_ERROR; /* this queue is connected already */
+    if (fields->RecordFormat != 0) return NT_SC_CONNECT_INCOMPATIBLE_FORMAT;
+    if (fields->QueueId != Connection->QueueId || fields->SubmissionQueueSize + 1u > Connection->Depth) {
         *Result = fields->QueueId != Connection->QueueId ? 0x42 : 0x44; /* IATTR 0, IPO: the field at fault */
         return NT_SC_CONNECT_INVALID_PARAMETERS;
     }
@@ -109,15 +110,18 @@ static USHORT NtConnect(PNT_CONNECTION Connection, const NVME_COMMAND* Command, 
     if (Connection->QueueId == 0) {
         for (i = 0; i < NT_MAX_CONTROLLERS && g_Nt.Controllers[i].InUse; ++i) {
         }
-        if (i == NT_MAX_CONTROLLERS || data->ControllerId != 0xFFFF) {
+        if (data->ControllerId != 0xFFFF) {
             status = NT_SC_CONNECT_INVALID_PARAMETERS;
             *Result = (1ull << 16) | 16; /* CNTLID: only the dynamic model (0xFFFF) */
+        } else if (i == NT_MAX_CONTROLLERS) {
+            status = NT_SC_CONNECT_CONTROLLER_BUSY;
         } else {
             NT_CONTROLLER* controller = &g_Nt.Controllers[i];
             RtlZeroMemory(controller, sizeof(*controller));
             controller->InUse = TRUE;
             controller->Id = (USHORT)(i + 1);
             controller->KeepAliveMs = fields->KeepAliveTimeoutMs;
+            controller->IoQueues = g_Nt.MaxIoQueues; /* until Set Features Number of Queues says fewer */
             controller->Connections = 1;
             RtlStringCbCopyA(controller->HostNqn, sizeof(controller->HostNqn), data->HostNqn);
             Connection->Controller = controller;
@@ -127,7 +131,7 @@ static USHORT NtConnect(PNT_CONNECTION Connection, const NVME_COMMAND* Command, 
         for (i = 0; i < NT_MAX_CONTROLLERS; ++i)
             if (g_Nt.Controllers[i].InUse && g_Nt.Controllers[i].Id == data->ControllerId)
                 controller = &g_Nt.Controllers[i];
-        if (controller == NULL || strcmp(controller->HostNqn, data->HostNqn) != 0) {
+        if (controller == NULL || controller->Lost || strcmp(controller->HostNqn, data->HostNqn) != 0) {
             status = NT_SC_CONNECT_INVALID_PARAMETERS;
             *Result = (1ull << 16) | 16;
         } else if ((controller->Status & NVME_CSTS_READY) == 0 || Connection->QueueId > controller->IoQueues) {

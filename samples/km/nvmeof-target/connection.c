@@ -96,6 +96,7 @@ static NTSTATUS NtRespond(PNT_CONNECTION Connection, ULONG Slot, USHORT Status, 
     NVME_COMPLETION* response = (NVME_COMPLETION*)NtResponse(Connection, Slot);
     NDK_SGE sge = NtSge(response, sizeof(*response), Connection->BufferToken);
     RtlZeroMemory(response, sizeof(*response));
+    if (Status != NT_SC_SUCCESS) Status |= NT_SC_DO_NOT_RETRY;
     response->Result = Result;
     response->SqHead = (USHORT)(Connection->Commands % Connection->Depth);
     response->SqId = Connection->QueueId;
@@ -170,8 +171,8 @@ static NTSTATUS NtCommand(PNT_CONNECTION Connection, ULONG Buffer, ULONG Bytes) 
     slot->CapsuleBytes = Bytes;
     ++Connection->Commands;
     type = slot->Command.Data.Bytes[15];
-    slot->Keyed = (type >> 4) == 4;
-    slot->Invalidate = slot->Keyed && (type & 0xF) == 0xF;
+    slot->Keyed = type == NVME_SGL_KEYED_ADDRESS || type == NVME_SGL_KEYED_INVALIDATE;
+    slot->Invalidate = type == NVME_SGL_KEYED_INVALIDATE;
     slot->Address = slot->Command.Data.Keyed.Address;
     slot->Key = slot->Command.Data.Keyed.Key;
     slot->Length = slot->Keyed ? NvmeKeyedSglLength(&slot->Command.Data.Keyed) : 0;
@@ -179,7 +180,10 @@ static NTSTATUS NtCommand(PNT_CONNECTION Connection, ULONG Buffer, ULONG Bytes) 
     if (type == NVME_SGL_INCAPSULE) {
         ULONG64 offset = slot->Command.Data.InCapsule.Offset;
         slot->Length = slot->Command.Data.InCapsule.Length;
-        if (offset != 0 || slot->Length > Bytes - sizeof(NVME_COMMAND)) status = NT_SC_DATA_TRANSFER_ERROR;
+        if (offset != 0)
+            status = NT_SC_SGL_OFFSET_INVALID;
+        else if (slot->Length > Bytes - sizeof(NVME_COMMAND))
+            status = NT_SC_SGL_LENGTH_INVALID;
     }
     if (status == NT_SC_SUCCESS)
         status = NtPrepare(Connection, &slot->Command, slot->Length, &fromHost, &place, &ramOffset);
@@ -251,7 +255,7 @@ static VOID NtServeWorker(PDEVICE_OBJECT Device, PVOID Context) {
         }
         connection->Cq->Dispatch->NdkArmCq(connection->Cq, NDK_CQ_NOTIFY_ANY);
     } while (InterlockedCompareExchange(&connection->WorkState, 0, 1) != 1);
-    InterlockedExchange(&connection->WorkState, 0);
+    /* WorkState is 0 now, by the exchange above: a notification from here on queues the item afresh */
     ExReleaseRundownProtection(&g_Nt.Rundown);
 }
 
@@ -283,7 +287,7 @@ NTSTATUS NtAccept(NDK_CONNECTOR* Connector) {
     }
     if (length < 8 || request.RecordFormat != 0) {
         NtLog("nvmeof-target: a CM request of %u bytes, format %u: rejected\n", length, request.RecordFormat);
-        NtReject(Connector, NT_CM_INVALID_RECFMT);
+        NtReject(Connector, length < 8 ? NT_CM_INVALID_LENGTH : NT_CM_INVALID_RECFMT);
         return STATUS_INVALID_NETWORK_RESPONSE;
     }
     if (request.HostSubmissionQueueSize + 1u > NT_MAX_DEPTH || request.HostSubmissionQueueSize == 0) {
@@ -317,14 +321,14 @@ NTSTATUS NtAccept(NDK_CONNECTOR* Connector) {
     connection->WorkState = 0;
     NtInitWait(&wait);
     status =
-        NtFinishCreate(g_Nt.Adapter->Dispatch->NdkCreateCq(g_Nt.Adapter, connection->Depth * 3 + 8, NtCqNotification,
+        NtFinishCreate(g_Nt.Adapter->Dispatch->NdkCreateCq(g_Nt.Adapter, connection->Depth * 5 + 8, NtCqNotification,
                                                            connection, NULL, NtCreateDone, &wait, &connection->Cq),
                        &wait, (PVOID*)&connection->Cq);
     if (NT_SUCCESS(status)) {
         NtInitWait(&wait);
         status = NtFinishCreate(
             g_Nt.Pd->Dispatch->NdkCreateQp(g_Nt.Pd, connection->Cq, connection->Cq, connection, connection->Depth,
-                                           connection->Depth * 2, 1, 1, 0, NtCreateDone, &wait, &connection->Qp),
+                                           connection->Depth * 4, 1, 1, 0, NtCreateDone, &wait, &connection->Qp),
             &wait, (PVOID*)&connection->Qp);
     }
     RtlZeroMemory(connection->Slots, sizeof(connection->Slots));
@@ -402,6 +406,20 @@ VOID NtTearDownConnection(PNT_CONNECTION Connection) {
     if (Connection->Cq != NULL) NtClose(&Connection->Cq->Header, Connection->Cq->Dispatch->NdkCloseCq);
     if (Connection->BuffersMdl != NULL) IoFreeMdl(Connection->BuffersMdl);
     if (Connection->Buffers != NULL) ExFreePoolWithTag(Connection->Buffers, NT_TAG);
+    if (Connection->Controller != NULL && Connection->QueueId == 0) {
+        /* the admin queue is the association: its I/O queues end with it, as a controller's fatal error would */
+        ULONG i;
+        Connection->Controller->Lost = TRUE;
+        for (i = 0; i < NT_MAX_CONNECTIONS; ++i) {
+            PNT_CONNECTION other = &g_Nt.Connections[i];
+            if (other == Connection || !other->InUse || !other->Accepted || other->Controller != Connection->Controller)
+                continue;
+            NtLog("nvmeof-target: controller %u's admin queue is gone: ending its I/O queue %u\n",
+                  Connection->Controller->Id, other->QueueId);
+            InterlockedExchange(&other->Disconnected, 1);
+            NtSchedule(other);
+        }
+    }
     if (Connection->Controller != NULL) NtReleaseController(Connection->Controller);
     Connection->Connector = NULL;
     Connection->Qp = NULL;

@@ -26,6 +26,7 @@
 #define NT_AER_LIMIT 4                                         /* AERL + 1 */
 
 /* RDMA CM reject status of the NVMe-oF RDMA binding (§7.3.1). */
+#define NT_CM_INVALID_LENGTH 0x01
 #define NT_CM_INVALID_RECFMT 0x02
 #define NT_CM_INVALID_QID 0x03
 #define NT_CM_INVALID_HSQSIZE 0x04
@@ -56,6 +57,7 @@ typedef struct _NT_CONTROLLER {
     ULONG KeepAliveMs;
     ULONG AsyncEventConfig;
     ULONG Connections; /* admin + I/O queues attached */
+    BOOLEAN Lost;      /* its admin queue is gone: the association is over, its I/O queues end too */
     CHAR HostNqn[256];
 } NT_CONTROLLER;
 
@@ -156,9 +158,14 @@ VOID NtReleaseController(NT_CONTROLLER* Controller);
 #define NT_SC_INVALID_FIELD 0x002
 #define NT_SC_DATA_TRANSFER_ERROR 0x004
 #define NT_SC_SEQUENCE_ERROR 0x00C
-#define NT_SC_SGL_INVALID_TYPE 0x011
+#define NT_SC_SGL_INVALID_TYPE 0x011 /* also an unsupported keyed subtype */
+#define NT_SC_SGL_LENGTH_INVALID 0x00F
+#define NT_SC_SGL_OFFSET_INVALID 0x016
 #define NT_SC_INVALID_NAMESPACE 0x00B
 #define NT_SC_LBA_OUT_OF_RANGE 0x080
 #define NT_SC_AER_LIMIT 0x105
+#define NT_SC_CONNECT_INCOMPATIBLE_FORMAT 0x180
+#define NT_SC_CONNECT_CONTROLLER_BUSY 0x181
 #define NT_SC_CONNECT_INVALID_PARAMETERS 0x182
 #define NT_SC_CONNECT_INVALID_HOST 0x184
+#define NT_SC_DO_NOT_RETRY 0x4000 /* DNR: none of these errors goes away on a retry */
