@@ -88,6 +88,7 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
             status = NhQueryParameter(key, L"TestBytes", REG_DWORD, &g_Nh.TestBytes, sizeof(g_Nh.TestBytes));
         if (NT_SUCCESS(status))
             status = NhQueryParameter(key, L"Benchmark", REG_DWORD, &g_Nh.Benchmark, sizeof(g_Nh.Benchmark));
+        if (NT_SUCCESS(status)) status = NhQueryParameter(key, L"Probe", REG_DWORD, &g_Nh.Probe, sizeof(g_Nh.Probe));
         if (NT_SUCCESS(status))
             status = NhQueryParameter(key, L"BenchSeconds", REG_DWORD, &g_Nh.BenchSeconds, sizeof(g_Nh.BenchSeconds));
         ZwClose(key);
@@ -136,6 +137,10 @@ static NTSTATUS NhReadParameters(PUNICODE_STRING RegistryPath) {
     }
     if (g_Nh.QueueDepth < 2 || g_Nh.QueueDepth > NH_MAX_DEPTH) {
         NhLog("nvmeof-host: parameter QueueDepth %u: from 2 to %u\n", g_Nh.QueueDepth, NH_MAX_DEPTH);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Nh.Probe > 1) {
+        NhLog("nvmeof-host: parameter Probe %u: 0 or 1\n", g_Nh.Probe);
         return STATUS_INVALID_PARAMETER;
     }
     if (g_Nh.Benchmark > 1 || g_Nh.BenchSeconds == 0 || g_Nh.BenchSeconds > 600) {

@@ -451,6 +451,62 @@ static NTSTATUS NhRunBenchmark(void) {
     return STATUS_SUCCESS;
 }
 
+/* ---- probes: commands a target must refuse, and how ------------------------------------------------------- */
+
+/* Probe=1: each command below must be answered with its status (type << 8 | code) and Do Not Retry, and the
+ * target must go on serving. For a target of our own (the samples' suites); Linux's nvmet answers some of them
+ * with other codes. */
+static NTSTATUS NhRunProbes(void) {
+    static const struct {
+        PCSTR Name;
+        BOOLEAN Io;
+        UCHAR Opcode;
+        ULONG NamespaceId, Cdw10, Cdw12;
+        NH_DATA Direction;
+        ULONG Length;
+        USHORT Expected;
+    } probes[] = {
+        {"Identify with an unknown CNS", FALSE, NVME_ADMIN_IDENTIFY, 0, 0x55, 0, NhFromTarget, 4096, 0x002},
+        {"an unknown admin opcode", FALSE, 0xC5, 0, 0, 0, NhNoData, 0, 0x001},
+        {"Get Log Page of an unknown page", FALSE, NVME_ADMIN_GET_LOG_PAGE, 0, 0x70 | (127u << 16), 0, NhFromTarget,
+         512, 0x002},
+        {"Read on namespace 2", TRUE, NVME_IO_READ, 2, 0, 0, NhFromTarget, 4096, 0x00B},
+        {"an unknown I/O opcode", TRUE, 0x81, 1, 0, 0, NhNoData, 0, 0x001},
+        {"Read of 256 KiB, above MDTS", TRUE, NVME_IO_READ, 1, 0, 0xFFFFFFFF, NhFromTarget, NH_MAX_TRANSFER, 0x002},
+        {"Write whose SGL is shorter than its blocks", TRUE, NVME_IO_WRITE, 1, 0, 0xFFFFFFFE, NhToTarget, 512, 0x004},
+        {"Read beyond the namespace", TRUE, NVME_IO_READ, 1, 0xFFFFFFFF, 0, NhFromTarget, 4096, 0x080},
+    };
+    ULONG i, passed = 0, count = sizeof(probes) / sizeof(probes[0]);
+    for (i = 0; i < count; ++i) {
+        NVME_COMMAND command;
+        NVME_COMPLETION response;
+        NTSTATUS status;
+        USHORT got;
+        RtlZeroMemory(&command, sizeof(command));
+        RtlZeroMemory(&response, sizeof(response));
+        command.Opcode = probes[i].Opcode;
+        command.NamespaceId = probes[i].NamespaceId;
+        command.Cdw10 = probes[i].Cdw10;
+        command.Cdw12 = probes[i].Cdw12;
+        if (probes[i].Cdw10 == 0xFFFFFFFF) command.Cdw10 = (ULONG)g_Nh.Blocks; /* the first block past the end */
+        if (probes[i].Cdw12 == 0xFFFFFFFF) command.Cdw12 = 2 * NH_MAX_TRANSFER / g_Nh.BlockSize - 1;
+        if (probes[i].Cdw12 == 0xFFFFFFFE) command.Cdw12 = 4096 / g_Nh.BlockSize - 1; /* 4 KiB of blocks */
+        status = NhExecute(probes[i].Io ? &g_Nh.Io[0] : &g_Nh.Admin, &command, probes[i].Direction, probes[i].Length,
+                           &response);
+        got = (USHORT)((response.Status >> 1) & 0x7FF);
+        if (status == STATUS_DEVICE_PROTOCOL_ERROR && got == probes[i].Expected && (response.Status & 0x8000)) {
+            ++passed;
+            NhLog("nvmeof-host: probe %s: status 0x%03X with Do Not Retry, as it should\n", probes[i].Name, got);
+        } else {
+            NhLog("nvmeof-host: probe %s: 0x%08X (%s), status 0x%03X%s; expected 0x%03X with Do Not Retry\n",
+                  probes[i].Name, status, NhStatusText(status), got, (response.Status & 0x8000) ? " DNR" : "",
+                  probes[i].Expected);
+        }
+    }
+    NhLog("nvmeof-host: probes: %u of %u answered as they should\n", passed, count);
+    return passed == count ? STATUS_SUCCESS : STATUS_INVALID_NETWORK_RESPONSE;
+}
+
 static NTSTATUS NhRunHost(void) {
     ULONG q;
     ULONG64 value;
@@ -476,6 +532,11 @@ static NTSTATUS NhRunHost(void) {
     if (g_Nh.TestBytes > g_Nh.Blocks * g_Nh.BlockSize) g_Nh.TestBytes = (ULONG)(g_Nh.Blocks * g_Nh.BlockSize);
     g_Nh.TestBytes -= g_Nh.TestBytes % NH_MAX_TRANSFER;
     if (g_Nh.TestBytes == 0) return STATUS_INVALID_PARAMETER;
+    if (g_Nh.Probe) {
+        status = NhRunProbes();
+        NhStep("probes of the target's refusals", status);
+        if (!NT_SUCCESS(status)) return status;
+    }
     if (g_Nh.Benchmark) {
         status = NhRunBenchmark();
         NhStep("benchmark on I/O queue 1", status);

@@ -94,6 +94,7 @@ typedef struct _NH_DRIVER {
     CHAR SubsystemNqn[224];
     ULONG IoQueues, QueueDepth, TestBytes;
     ULONG Benchmark, BenchSeconds; /* Benchmark=1: timed runs on I/O queue 1 instead of the two checked passes */
+    ULONG Probe;                   /* Probe=1: commands the target must refuse, before the passes */
     BOOLEAN LocalInvalidateOnly;   /* Invalidate=local: never ask the target to invalidate */
     BOOLEAN RemoteInvalidateOnly;  /* Invalidate=remote: always ask it */
     NET_IFINDEX IfIndex;
