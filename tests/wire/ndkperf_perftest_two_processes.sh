@@ -30,6 +30,15 @@ run() {  # tool, then the flags both sides get
      [ "$(grep -E "^ [0-9]+ +[0-9]+ " "$log/client" | tail -1)" != "$(grep -E "^ [0-9]+ +[0-9]+ " "$log/server" | tail -1)" ]; then
     shape="the two sides' sums differ"
   fi
+  # The peak is a sustained rate (at least 1/20 of the run), never one burst: at most 4x the average (it was up to
+  # 180x, from two batches of completions microseconds apart).
+  local peak_ratio
+  peak_ratio=$(awk -v s="$size" '$1 == s && $4 > 0 { printf "%d", $3 / $4 }' "$log/client" | tail -1)
+  if [ -n "$peak_ratio" ] && [ "$peak_ratio" -gt 4 ]; then shape="a peak ${peak_ratio}x the average"; fi
+  # perftest prints a peak for runs of -n iterations (not -D; -b sums both sides): it must be there
+  if [[ " $* " != *" -D "* && " $* " != *" -b "* ]] && awk -v s="$size" '$1 == s && $3 == 0 { found = 1 } END { exit !found }' "$log/client"; then
+    shape="no peak"
+  fi
   if [ "$client" -eq 0 ] && [ "$served" -eq 0 ] && grep -Eq "^ $size +[0-9]+ " "$log/client" &&
      grep -Eq "^ $size +[0-9]+ " "$log/server" && [ "$shape" = ok ]; then
     echo "ok   $tool $* ($(grep -E "^ $size " "$log/client" | tr -s ' \t' ' '))"
