@@ -84,8 +84,8 @@ void QueuePair::FlushIfPending() {
     // A plain load first: this runs on every post, and the exchange is only needed after an overrun.
     if (flush_pending_.load(std::memory_order_acquire) && flush_pending_.exchange(false, std::memory_order_acq_rel))
         Flush();
-    else if (state() == State::kError)
-        CancelHeld();  // what was held while the QP went to error
+    else if (state() == State::kError || state() == State::kClosed)
+        CancelHeld();  // what was held while the QP went to error, or was closed (nothing held starts then)
 }
 
 void QueuePair::Complete(PVOID context, NDK_OPERATION_TYPE type, NTSTATUS status, ULONG flags,
@@ -319,7 +319,10 @@ void QueuePair::HandOver(const InitiatorRequest& request) {
 
 // QP-11: a fenced request starts once no read is outstanding; QP-19: at most ORD reads are outstanding.
 bool QueuePair::MayStartLocked(const TransportRequest& request) const {
-    if (state() == State::kError) return false;  // QP-21: held, then flushed by FlushIfPending
+    // QP-21: held, then flushed by FlushIfPending. A closed QP holds too: a post that entered the gate just before
+    // the close, while the QP was in error, would otherwise be held after the error's flush with nobody to flush
+    // it, and its gate would never be idle (the connector's close hung: QP_08 under load, about 1 run in 250).
+    if (state() == State::kError || state() == State::kClosed) return false;
     if (request.fenced && reads_outstanding_ != 0) return false;
     return request.kind != TransportRequest::Kind::kRead || reads_outstanding_ < outbound_read_limit_;
 }
