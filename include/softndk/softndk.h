@@ -147,6 +147,8 @@ typedef struct _SOFTNDK_ADAPTER_DETAILS {
     ULONG MpaRtr; /* a SOFTNDK_MPA_RTR */
     ULONG ProgressThreads;
     ULONG BusyPollMicroseconds;
+    /* What the adapter serves: its configured addresses and, with HostAddresses (the default when no interface is
+     * bound), every address of this host now; the first SOFTNDK_MAX_LOCAL_ADDRESSES of them. */
     ULONG LocalAddressCount;
     SOCKADDR_INET LocalAddresses[SOFTNDK_MAX_LOCAL_ADDRESSES];
 } SOFTNDK_ADAPTER_DETAILS;

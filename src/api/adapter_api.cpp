@@ -2,6 +2,7 @@
 #include <net/if.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <new>
 
@@ -270,9 +271,22 @@ extern "C" NTSTATUS SoftNdkQueryAdapterDetails(NDK_ADAPTER* pNdkAdapter, SOFTNDK
     details.MpaRtr = adapter->mpa_read_rtr ? SOFTNDK_MPA_RTR_READ : SOFTNDK_MPA_RTR_WRITE;
     details.ProgressThreads = adapter->progress->threads();
     details.BusyPollMicroseconds = adapter->progress->busy_poll_us();
-    details.LocalAddressCount =
-        static_cast<ULONG>(std::min<size_t>(adapter->local_addresses.size(), SOFTNDK_MAX_LOCAL_ADDRESSES));
-    std::copy_n(adapter->local_addresses.begin(), details.LocalAddressCount, details.LocalAddresses);
+    // What the adapter serves: its configured addresses and, when it owns the host's (HostAddresses, the default
+    // without an interface), every address of this host now, each once, as many as the structure holds.
+    std::vector<SOCKADDR_INET> served = adapter->local_addresses;
+    if (adapter->host_addresses) {
+        for (const SOCKADDR_INET& address : softndk::api::HostAddressList()) {
+            const bool known = std::any_of(served.begin(), served.end(), [&](const SOCKADDR_INET& other) {
+                if (other.si_family != address.si_family) return false;
+                return address.si_family == AF_INET
+                           ? std::memcmp(&other.Ipv4.sin_addr, &address.Ipv4.sin_addr, 4) == 0
+                           : std::memcmp(&other.Ipv6.sin6_addr, &address.Ipv6.sin6_addr, 16) == 0;
+            });
+            if (!known) served.push_back(address);
+        }
+    }
+    details.LocalAddressCount = static_cast<ULONG>(std::min<size_t>(served.size(), SOFTNDK_MAX_LOCAL_ADDRESSES));
+    std::copy_n(served.begin(), details.LocalAddressCount, details.LocalAddresses);
     *Details = details;
     return STATUS_SUCCESS;
 }

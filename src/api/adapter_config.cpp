@@ -226,6 +226,25 @@ NTSTATUS InterfaceAddresses(const char* name, ULONG index, std::vector<SOCKADDR_
     return STATUS_SUCCESS;
 }
 
+std::vector<SOCKADDR_INET> HostAddressList() {
+    std::vector<SOCKADDR_INET> addresses;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return addresses;
+    for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+        if (entry->ifa_addr == nullptr) continue;
+        SOCKADDR_INET address{};
+        if (entry->ifa_addr->sa_family == AF_INET)
+            std::memcpy(&address.Ipv4, entry->ifa_addr, sizeof(address.Ipv4));
+        else if (entry->ifa_addr->sa_family == AF_INET6)
+            std::memcpy(&address.Ipv6, entry->ifa_addr, sizeof(address.Ipv6));
+        else
+            continue;
+        addresses.push_back(address);
+    }
+    freeifaddrs(list);
+    return addresses;
+}
+
 bool HostHasAddress(int family, const uint8_t* address) {
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) != 0) return false;

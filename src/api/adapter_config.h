@@ -27,5 +27,7 @@ NTSTATUS ValidateAdapterConfig(const SOFTNDK_ADAPTER_CONFIG& config);
 NTSTATUS InterfaceAddresses(const char* name, ULONG index, std::vector<SOCKADDR_INET>* out, std::string* found_name);
 // Issue 20 §1: whether one of this host's interfaces has `address` (16 bytes for AF_INET6, 4 for AF_INET) now.
 bool HostHasAddress(int family, const uint8_t* address);
+// Every IPv4 and IPv6 address of this host's interfaces now (empty when they cannot be read).
+std::vector<SOCKADDR_INET> HostAddressList();
 
 }  // namespace softndk::api

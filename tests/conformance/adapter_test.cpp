@@ -354,7 +354,8 @@ TEST(AdapterOpenTest, CM_14_AdapterBoundToAnInterfaceOwnsItsAddresses) {
     }
 }
 
-// Issue 7 §7: what ndkinfo prints comes from the open adapter; bad arguments change nothing.
+// Issue 7 §7: what ndkinfo prints comes from the open adapter (the addresses it serves, the host's included);
+// bad arguments change nothing.
 TEST(AdapterOpenTest, CM_14_AdapterDetailsNameTheTransportAndRefuseBadArguments) {
     SOFTNDK_ADAPTER_CONFIG config;
     SoftNdkInitAdapterConfig(&config);
@@ -372,7 +373,21 @@ TEST(AdapterOpenTest, CM_14_AdapterDetailsNameTheTransportAndRefuseBadArguments)
     EXPECT_EQ(details.MpaRtr, static_cast<ULONG>(SOFTNDK_MPA_RTR_READ));
     EXPECT_EQ(details.BusyPollMicroseconds, 7u);
     EXPECT_STREQ(details.InterfaceName, "");
-    EXPECT_EQ(details.LocalAddressCount, config.LocalAddressCount);
+    // What the adapter serves: the configured addresses first, then (HostAddresses, the default) the host's own.
+    ASSERT_GE(details.LocalAddressCount, config.LocalAddressCount);
+    for (ULONG i = 0; i < config.LocalAddressCount; ++i)
+        EXPECT_EQ(details.LocalAddresses[i].si_family, config.LocalAddresses[i].si_family) << i;
+    {
+        SOFTNDK_ADAPTER_CONFIG own_only = config;
+        own_only.HostAddresses = 0;
+        NDK_ADAPTER* configured = nullptr;
+        ASSERT_EQ(SoftNdkOpenAdapter(&own_only, &configured), STATUS_SUCCESS);
+        SOFTNDK_ADAPTER_DETAILS only{};
+        only.Size = sizeof(only);
+        ASSERT_EQ(SoftNdkQueryAdapterDetails(configured, &only), STATUS_SUCCESS);
+        EXPECT_EQ(only.LocalAddressCount, config.LocalAddressCount) << "HostAddresses 0: only what was configured";
+        EXPECT_EQ(SoftNdkCloseAdapter(configured), STATUS_SUCCESS);
+    }
     SOFTNDK_ADAPTER_DETAILS wrong{};
     wrong.Size = sizeof(wrong) - 1;
     EXPECT_EQ(SoftNdkQueryAdapterDetails(adapter, &wrong), STATUS_INVALID_PARAMETER);
