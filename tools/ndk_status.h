@@ -15,7 +15,8 @@ typedef struct {
 static inline const ndk_status_text_t* ndk_status_text(NTSTATUS status) {
     static const ndk_status_text_t texts[] = {
         {STATUS_CONNECTION_REFUSED,
-         "nobody listens at that address and port: start the server first, or check -a and -p"},
+         "nobody listens at that address and port, or what listens there closed the connection without an MPA "
+         "reply (not an iWARP peer, or its listener closed): start the server first, or check -a and -p"},
         {STATUS_HOST_UNREACHABLE,
          "no route to that host, or it did not answer: check the address (ip route get ADDRESS)"},
         {STATUS_NETWORK_UNREACHABLE, "no route to that network: check the address"},

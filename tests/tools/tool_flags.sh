@@ -57,6 +57,16 @@ expect 0 '"size":1048576' -- --test write --sizes 1MiB --seconds 0.01 --json
 closed=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 expect 1 'STATUS_CONNECTION_REFUSED (0xC0000236): nobody listens at that address and port' -- \
   --client -a 127.0.0.1 -p "$closed"
+# A port that accepts TCP and closes it (not an iWARP peer) gets the hint that says so.
+tcp_only=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -c 'import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(4); s.settimeout(30)
+c, _ = s.accept(); c.close()' "$tcp_only" &
+for _ in $(seq 50); do ss -ltn 2>/dev/null | grep -q ":$tcp_only " && break; sleep 0.1; done
+expect 1 'what listens there closed the connection without an MPA reply (not an iWARP peer' -- \
+  --client -a 127.0.0.1 -p "$tcp_only"
+wait
 expect 2 'resolving it as a host name failed' -- --client -a no-such-host.invalid -p 1
 expect 0 '"schema":"softndk-ndkperf/2"' -- --test write --sizes 64 --seconds 0.01 --json
 expect 0 '"gbytes_per_s":' -- --test write --sizes 64 --seconds 0.01 --json
