@@ -21,6 +21,8 @@
 #include <endian.h>
 #include <net/if.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,6 +44,7 @@ namespace ndkperf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+std::atomic<int> g_perftest_signal{0};  // the client's Ctrl-C (RunPerftest installs the handler)
 using ndktools::Check;
 using ndktools::CloseObject;
 using ndktools::Created;
@@ -308,6 +311,18 @@ private:
         return true;
     }
 
+    // Ctrl-C on the client: what was measured is printed (the row above, for the size under way), marked partial,
+    // and the client ends with 128 + the signal, as the native client does; the server hears that it went away.
+    void EndIfInterrupted() {
+        const int signal_number = g_perftest_signal.load(std::memory_order_relaxed);
+        if (signal_number == 0) return;
+        std::printf("%s", kLine);
+        std::printf(" (partial: interrupted by signal %d; the row above covers what completed before it)\n",
+                    signal_number);
+        std::fflush(stdout);
+        std::exit(128 + signal_number);
+    }
+
     // The end of a failed run (issue 8 §4): the failure; what ended the data connection, from the first of its
     // requests flushed with a cause (a Terminate sent or received); whether registered memory changed under an
     // injected fault; exit status 1.
@@ -329,7 +344,9 @@ private:
                 reported = true;  // the first is the one that explains
             }
             if (data_.disconnected && !reported && flags_.server.empty())
-                std::fprintf(stderr, " data connection ended: no cause given\n");
+                std::fprintf(stderr,
+                             " data connection ended: the client went away during the test (it closed the "
+                             "connection, no Terminate)\n");
         }
         CheckMemory();
         std::fflush(stdout);
@@ -691,6 +708,7 @@ private:
                 size_ = size;
                 last = RunInitiator();
                 PrintRow(last);
+                EndIfInterrupted();
             }
             Handshake(mine);
             ExchangeReports(last);
@@ -754,6 +772,7 @@ private:
         std::optional<Clock::time_point> gone;  // when the data connection's disconnect event came
         while (completed < iters && !(stopping && completed == posted)) {
             if (flags_.duration > 0 && !stopping && Clock::now() >= end) stopping = true;
+            if (!stopping && g_perftest_signal.load(std::memory_order_relaxed) != 0) stopping = true;  // Ctrl-C
             while (!stopping && posted < iters && posted - completed < flags_.tx_depth &&
                    (flags_.verb != Verb::kSend || static_cast<uint32_t>(posted + 1 - Credit()) < flags_.rx_depth)) {
                 const uint64_t offset = Offset(posted);
@@ -981,6 +1000,13 @@ private:
 int RunPerftest(int argc, char** argv) {
     const Flags flags = ParsePerftestFlags(argc, argv);
     setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (!flags.server.empty()) {  // the client: the first SIGINT or SIGTERM ends the run with its partial row
+        struct sigaction action {};
+        action.sa_handler = [](int signal_number) { g_perftest_signal.store(signal_number); };
+        action.sa_flags = SA_RESETHAND;  // a second signal ends the process at once
+        sigaction(SIGINT, &action, nullptr);
+        sigaction(SIGTERM, &action, nullptr);
+    }
     Perftest perftest(flags);
     return perftest.Run();
 }

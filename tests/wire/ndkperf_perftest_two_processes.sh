@@ -145,4 +145,24 @@ fi
 if "$ndkperf" ib_write_bw -R ::1 >"$log/refused" 2>&1 || ! grep -q "is an IPv6 address; an IPv4 address or host name is needed" "$log/refused"; then
   echo "FAIL an IPv6 server address must be refused (perftest takes AF_INET only)"; failed=1
 fi
+# Ctrl-C on the client: the row of what completed, marked partial, exit 130; the server says the client went away.
+port=$((20000 + RANDOM % 20000))
+"$ndkperf" ib_write_bw -R -p "$port" -s 65536 -D 30 >"$log/server" 2>&1 &
+server=$!
+for _ in $(seq 100); do grep -q "Waiting for client" "$log/server" && break; sleep 0.05; done
+"$ndkperf" ib_write_bw -R -p "$port" -s 65536 -D 30 127.0.0.1 >"$log/client" 2>&1 &
+client=$!
+for _ in $(seq 200); do grep -q "#bytes" "$log/client" && break; sleep 0.05; done
+sleep 1
+kill -INT "$client"
+wait "$client"
+interrupted=$?
+timeout 30 tail --pid="$server" -f /dev/null
+wait "$server"
+if [ "$interrupted" -eq 130 ] && grep -Eq "^ 65536 +[1-9][0-9]* " "$log/client" && grep -q "(partial: interrupted by signal 2" "$log/client" &&
+   grep -q "the client went away during the test" "$log/server"; then
+  echo "ok   Ctrl-C on the perftest client: its partial row, exit 130; the server says the client went away"
+else
+  echo "FAIL Ctrl-C on the perftest client (exit $interrupted)"; tail -n 4 "$log/client" "$log/server"; failed=1
+fi
 exit $failed
