@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds the release preset's tools (only what the demo runs: under a minute on 2 cores; the test suites and
+# Builds the release preset's tools (only what the demo runs: about 30 s on 2 idle cores, a minute busy; the test suites and
 # benchmarks are the test command's), quietly unless the build fails, and runs the main demo: adapter info,
 # registration end to end, ndkping in one process and between two, a short ndkperf; then three next steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-echo "== building ndkinfo, softndk-demo, ndkping and ndkperf (release): under a minute on 2 cores the first time"
+echo "== building ndkinfo, softndk-demo, ndkping and ndkperf (release): about 30 s on 2 idle cores the first time, a minute busy"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 started=$SECONDS
@@ -37,4 +37,4 @@ echo
 echo "== next steps"
 echo "  build/release/tools/ndkperf --help                      # every flag and its default; docs/tools.md"
 echo "  less samples/um/first_consumer.c                        # a first consumer of your own, commented"
-echo "  scripts/test.sh                                         # every test (13-17 minutes on 2 cores)"
+echo "  scripts/test.sh                                         # every test (about 25 minutes on 2 cores)"
