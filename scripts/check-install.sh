@@ -16,6 +16,18 @@ libdir=$(dirname "$(find "$prefix" -name softndk.pc -print -quit)")/..
 libdir=$(cd "$libdir" && pwd)
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
+# pkg-config prints plain paths under the prefix installed to; man pages and the documentation are there.
+cflags=$(pkg-config --cflags softndk | xargs)  # pkgconf ends the line with a space
+[ "$cflags" = "-I$prefix/include" ] || { echo "pkg-config --cflags softndk: '$cflags', want '-I$prefix/include'"; exit 1; }
+for tool in ndkinfo ndkping ndkperf softndk-kmhost; do
+  page="$prefix/share/man/man1/$tool.1"
+  grep -q "^\.TH \"$(tr a-z A-Z <<<"$tool")\" 1" "$page" 2>/dev/null || { echo "no man page $page"; exit 1; }
+  line=$(env -u LD_LIBRARY_PATH "$prefix/bin/$tool" --help | tail -n 1)  # the page is the tool's own --help
+  grep -qF -- "$line" "$page" || { echo "$page does not hold the tool's --help ('$line')"; exit 1; }
+done
+for doc in README.md CHANGELOG.md tools.md kernel-consumers.md; do
+  [ -s "$prefix/share/doc/softndk/$doc" ] || { echo "no $prefix/share/doc/softndk/$doc"; exit 1; }
+done
 gcc -std=c11 -Wall -Wextra -Werror tests/c_abi/c_consumer.c -o "$work/pc_consumer" $(pkg-config --cflags --libs softndk)
 LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
 
@@ -39,6 +51,8 @@ echo "installed tools run from $prefix"
 deb=$(ls "$build"/softndk_*.deb)
 contents=$(dpkg-deb --contents "$deb")
 grep -qE '/usr/bin/ndkperf$' <<<"$contents" || { echo "the package lacks the tools"; exit 1; }
+grep -qE '/usr/share/man/man1/ndkperf.1$' <<<"$contents" || { echo "the package lacks the man pages"; exit 1; }
+grep -qE '/usr/share/doc/softndk/CHANGELOG.md$' <<<"$contents" || { echo "the package lacks its documentation"; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
   echo "package: built $(basename "$deb"); not installed (needs root)"
   exit 0
@@ -55,6 +69,11 @@ env -u LD_LIBRARY_PATH ndkping -c 1 >/dev/null
 cmake -S tests/install -B "$work/deb-cmake" -G Ninja >/dev/null  # 2. find_package, from /usr
 cmake --build "$work/deb-cmake" >/dev/null
 env -u LD_LIBRARY_PATH "$work/deb-cmake/find_package_consumer" >/dev/null
+# /usr/include is the compiler's own: pkg-config leaves it out (it printed .../pkgconfig/../../../include before)
+case "$(env -u PKG_CONFIG_PATH pkg-config --cflags softndk | xargs)" in
+  "" | "-I/usr/include") ;;
+  *) echo "the package's pkg-config: '$(env -u PKG_CONFIG_PATH pkg-config --cflags softndk)'"; exit 1 ;;
+esac
 gcc -std=c11 -Wall -Wextra -Werror tests/c_abi/c_consumer.c -o "$work/deb_pc" \
   $(env -u PKG_CONFIG_PATH pkg-config --cflags --libs softndk)   # 3. pkg-config
 env -u LD_LIBRARY_PATH "$work/deb_pc" >/dev/null
