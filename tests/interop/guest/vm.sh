@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The interop suites' Linux guest: a throw-away qemu VM running Debian 12's kernel with soft-iWARP (siw), the
-# rdma-core tools, perftest and the kernel's NVMe over Fabrics target and host. The host reaches it only through
+# rdma-core tools, perftest, the kernel's NVMe over Fabrics target and host, and its SMB server ksmbd with SMB
+# Direct (`ksmbd-start` in the guest). The host reaches it only through
 # qemu's user-mode network (restrict=on): host 127.0.0.1 ports forwarded into the guest (--forward), and guest
 # connections to $HOST_ADDR relayed to host 127.0.0.1 ports (--reverse, relay.py, one process per connection).
 #
 # Everything the guest runs comes from Debian's package archive (apt-get download); Debian builds its kernel
-# without siw, so siw.ko is compiled here from linux-source of the same version. Results are cached under
+# without siw and builds ksmbd without SMB Direct, so siw.ko and ksmbd.ko are compiled here from linux-source of the
+# same version. Results are cached under
 # $GUEST_VM_CACHE (default: <repository>/build/guest-vm). See README.md beside this file.
 set -euo pipefail
 
@@ -23,15 +25,18 @@ host_addr=10.0.2.100
 
 user_packages="busybox-static libc6 libgcc-s1 libstdc++6 zlib1g libibverbs1 ibverbs-providers librdmacm1
  libibumad3 rdmacm-utils ibverbs-utils perftest libpci3 libudev1 libnl-3-200 libnl-route-3-200 iproute2 libmnl0 libbsd0 libmd0
- libcap2 libelf1 libselinux1 libpcre2-8-0"
+ libcap2 libelf1 libselinux1 libpcre2-8-0 ksmbd-tools libglib2.0-0 libnl-genl-3-200 libffi8 libmount1 libblkid1"
 user_programs="usr/bin/rdma usr/bin/rping usr/bin/ibv_devinfo usr/bin/ibv_devices usr/bin/ib_write_bw
- usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_write_lat usr/bin/ib_read_lat usr/bin/ib_send_lat"
+ usr/bin/ib_read_bw usr/bin/ib_send_bw usr/bin/ib_write_lat usr/bin/ib_read_lat usr/bin/ib_send_lat
+ usr/libexec/ksmbd.tools"
 verbs_providers="siw"
 # Loaded at boot: the first group before the 9p mount, the second for siw. The NVMe-oF modules (and crc64, which
-# nvme-core asks the crypto API for) are only copied in, for `modprobe` from a guest command.
+# nvme-core asks the crypto API for) are only copied in, for `modprobe` from a guest command; so are ksmbd (ours,
+# with SMB Direct, in place of Debian's) and the ciphers and hashes SMB2 signing and NTLM ask for.
 boot_modules="virtio_pci virtio_net 9pnet_virtio 9p"
 rdma_modules="crc32c_generic libcrc32c siw ib_uverbs rdma_ucm"
-extra_modules="crc32c-intel nvmet nvmet-rdma nvme-rdma crc64_rocksoft_generic"
+extra_modules="crc32c-intel nvmet nvmet-rdma nvme-rdma crc64_rocksoft_generic ksmbd cifs_arc4 nls_utf8 cmac
+ sha512_generic ccm gcm ecb ctr ghash-generic gf128mul md4 des_generic"
 host_tools="qemu-system-x86_64:qemu-system-x86 dpkg-deb:dpkg gcc-12:gcc-12 make:make cpio:cpio gzip:gzip
  readelf:binutils python3:python3 xz:xz-utils"
 
@@ -142,26 +147,68 @@ unpack_packages() {
   cp "$debs/wanted" "$unpacked/wanted"
 }
 
-build_siw_module() {  # out of tree, from linux-source of exactly the image's version
-  [ -f "$images/siw.ko" ] && [ "$(cat "$kbuild/version" 2>/dev/null)" = "$kversion" ] && return 0
-  note "building siw.ko for $kabi from linux-source-$kseries $kversion"
-  rm -rf "$kbuild" && mkdir -p "$kbuild" "$images"
+# siw.ko and ksmbd.ko, out of tree, from linux-source of exactly the image's version. siw is required; a ksmbd that
+# does not build leaves its reason in images/ksmbd.failed, which `ksmbd-start` in the guest (and so the SMB Direct
+# suite) reports, while the other suites go on.
+build_modules() {
+  # A failed ksmbd is tried again once this script is newer than its failure.
+  [ -f "$images/siw.ko" ] && { [ -f "$images/ksmbd.ko" ] || [ "$images/ksmbd.failed" -nt "$here/vm.sh" ]; } &&
+    [ "$(cat "$kbuild/version" 2>/dev/null)" = "$kversion" ] && return 0
+  note "building siw.ko and ksmbd.ko for $kabi from linux-source-$kseries $kversion"
+  rm -rf "$kbuild" && mkdir -p "$kbuild" "$images" && rm -f "$images/ksmbd.ko" "$images/ksmbd.failed"
   local pkg common=linux-headers-${kabi%-amd64}-common
   for pkg in "linux-headers-$kabi" "$common" "linux-kbuild-$kseries" "linux-source-$kseries"; do
     dpkg-deb -x "$(deb_file "$pkg")" "$kbuild"
   done
-  local headers=$kbuild/usr/src/linux-headers-$kabi
+  headers=$kbuild/usr/src/linux-headers-$kabi
   # The packaged Makefile includes the common headers by their installed path; point it at the unpacked ones.
   echo "include $kbuild/usr/src/$common/Makefile" >"$headers/Makefile"
-  local tarball
+  local tarball src=$kbuild/linux-source-$kseries
   tarball=$(compgen -G "$kbuild/usr/src/linux-source-$kseries.tar.*" | head -n 1) || fail "no linux-source tarball"
-  tar -C "$kbuild" -xf "$tarball" --wildcards "linux-source-$kseries/drivers/infiniband/sw/siw/*"
-  mkdir -p "$kbuild/siw" && cp "$kbuild/linux-source-$kseries/drivers/infiniband/sw/siw/"* "$kbuild/siw/"
+  tar -C "$kbuild" -xf "$tarball" --wildcards "linux-source-$kseries/drivers/infiniband/sw/siw/*" \
+    "linux-source-$kseries/fs/smb/*" "linux-source-$kseries/fs/*.h" "linux-source-$kseries/scripts/asn1_compiler.c" \
+    "linux-source-$kseries/include/linux/asn1*.h"
+  mkdir -p "$kbuild/siw" && cp "$src/drivers/infiniband/sw/siw/"* "$kbuild/siw/"
   make -C "$headers" M="$kbuild/siw" CONFIG_RDMA_SIW=m modules -j"$(nproc)" >"$kbuild/build.log" 2>&1 ||
     { tail -n 20 "$kbuild/build.log" >&2; fail "building siw.ko failed (log: $kbuild/build.log)"; }
   cp "$kbuild/siw/siw.ko" "$images/siw.ko"
-  rm -rf "$kbuild/linux-source-$kseries" "$tarball"
+  local why
+  why=$(build_ksmbd_module "$src" 2>&1) || { echo "$why" >"$images/ksmbd.failed"; note "ksmbd.ko: $why"; }
+  rm -rf "$src" "$tarball"
   echo "$kversion" >"$kbuild/version"
+}
+
+# ksmbd with CONFIG_SMB_SERVER_SMBDIRECT (transport_rdma.h tests the symbol with #ifdef, so the define too). The
+# headers package lacks scripts/asn1_compiler, which ksmbd's SPNEGO parsers need: it is built from the source. One
+# change to the source: ksmbd-tools 3.4.7 (Debian 12) answers a share-config request with payload_sz 0, which this
+# kernel's ipc_validate_msg refuses, so every tree connect failed with STATUS_BAD_NETWORK_NAME; the module takes the
+# payload's size from the message's when it is 0. Prints why and returns 1 when it cannot be built.
+build_ksmbd_module() {
+  local src=$1 dir=$kbuild/ksmbd/fs/smb/server
+  mkdir -p "$kbuild/ksmbd/fs/smb" && cp -r "$src/fs/smb/server" "$src/fs/smb/common" "$kbuild/ksmbd/fs/smb/" &&
+    cp "$src/fs/"*.h "$kbuild/ksmbd/fs/" || { echo "the linux-source has no fs/smb/server"; return 1; }
+  gcc -O2 -I "$src/include" -o "$headers/scripts/asn1_compiler" "$src/scripts/asn1_compiler.c" \
+    >"$kbuild/ksmbd-build.log" 2>&1 || { echo "asn1_compiler did not build (log: $kbuild/ksmbd-build.log)"; return 1; }
+  python3 - "$dir/transport_ipc.c" <<'PATCH' || { echo "transport_ipc.c has changed: the payload_sz fix no longer applies"; return 1; }
+import sys
+path = sys.argv[1]
+text = open(path).read()
+anchor = """		if (entry->msg_sz < sizeof(struct ksmbd_share_config_response))
+			return -EINVAL;
+"""
+fix = """		/* ksmbd-tools 3.4.7 (Debian 12) leaves payload_sz 0 */
+		if (resp->payload_sz == 0)
+			resp->payload_sz = entry->msg_sz -
+				sizeof(struct ksmbd_share_config_response);
+"""
+if text.count(anchor) != 1:
+    sys.exit(1)
+open(path, "w").write(text.replace(anchor, anchor + fix))
+PATCH
+  make -C "$headers" M="$dir" CONFIG_SMB_SERVER=m CONFIG_SMB_SERVER_SMBDIRECT=y \
+    ccflags-y=-DCONFIG_SMB_SERVER_SMBDIRECT modules -j"$(nproc)" >>"$kbuild/ksmbd-build.log" 2>&1 ||
+    { tail -n 5 "$kbuild/ksmbd-build.log"; echo "building ksmbd.ko failed (log: $kbuild/ksmbd-build.log)"; return 1; }
+  strip --strip-debug -o "$images/ksmbd.ko" "$dir/ksmbd.ko"
 }
 
 # ---------------------------------------------------------------------------------------------- initramfs
@@ -188,7 +235,8 @@ copy_with_libraries() {  # copies the ELF files $2... into $1/usr/bin-or-where-g
 }
 
 build_initramfs() {
-  local image=$images/initrd.img inputs=("$here/init" "$here/vm.sh" "$images/siw.ko" "$unpacked/wanted")
+  local image=$images/initrd.img inputs=("$here/init" "$here/vm.sh" "$here/ksmbd-start" "$images/siw.ko" "$unpacked/wanted")
+  [ -f "$images/ksmbd.ko" ] && inputs+=("$images/ksmbd.ko")
   if [ -f "$image" ]; then
     local input stale=0
     for input in "${inputs[@]}"; do [ "$input" -nt "$image" ] && stale=1; done
@@ -213,6 +261,15 @@ build_initramfs() {
     mkdir -p "$root/lib/modules/$kabi/$(dirname "$name")"
     cp "$modules/$name" "$root/lib/modules/$kabi/$name"
   done
+  # Ours in place of Debian's ksmbd (built without SMB Direct); none at all when ours did not build.
+  local stock_ksmbd
+  stock_ksmbd=$(compgen -G "$root/lib/modules/$kabi/kernel/fs/smb/server/ksmbd.ko*" | head -n 1) || true
+  [ -n "$stock_ksmbd" ] && rm -f "$stock_ksmbd"
+  if [ -f "$images/ksmbd.ko" ]; then
+    mkdir -p "$root/lib/modules/$kabi/extra" && cp "$images/ksmbd.ko" "$root/lib/modules/$kabi/extra/ksmbd.ko"
+  else
+    cp "$images/ksmbd.failed" "$root/etc/ksmbd.failed" 2>/dev/null || echo "ksmbd.ko was not built" >"$root/etc/ksmbd.failed"
+  fi
   cp "$modules/modules.builtin" "$modules/modules.order" "$root/lib/modules/$kabi/"
   "$unpacked/bin/busybox" depmod -b "$root" "$kabi" || fail "depmod (initramfs) failed"
 
@@ -232,9 +289,15 @@ build_initramfs() {
   for name in libgcc_s.so.1 libstdc++.so.6; do cp -L "$(library_path "$name")" "$root/lib/x86_64-linux-gnu/$name"; done
   cp -L "$unpacked/lib64/ld-linux-x86-64.so.2" "$root/lib64/"
 
+  for name in ksmbd.mountd ksmbd.control ksmbd.adduser ksmbd.addshare; do ln -sf ksmbd.tools "$root/usr/bin/$name"; done
+  cp "$here/ksmbd-start" "$root/usr/bin/ksmbd-start" && chmod 755 "$root/usr/bin/ksmbd-start"
+
   cp "$here/init" "$root/init" && chmod 755 "$root/init"
-  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
-  printf 'root:x:0:\n' >"$root/etc/group"
+  # ksmbd's guest account is nobody; the share's user account (ksmbd-start --user) is smbuser.
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+  printf 'smbuser:x:1000:1000:smbuser:/tmp:/bin/false\n' >>"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\nsmbuser:x:1000:\n' >"$root/etc/group"
+  printf 'passwd: files\ngroup: files\nshadow: files\n' >"$root/etc/nsswitch.conf"
   printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
   echo "$kpkg $kversion" >"$root/etc/guest-kernel"
   (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$image.new" || fail "cpio failed"
@@ -251,7 +314,7 @@ cmd_prepare() {
   set_kernel_names
   download_packages
   unpack_packages
-  build_siw_module
+  build_modules
   build_initramfs
 }
 
@@ -259,6 +322,7 @@ prepared() {  # the images exist and nothing they are built from is newer
   [ -f "$images/initrd.img" ] && [ -f "$images/kernel" ] || return 1
   [ "$here/init" -nt "$images/initrd.img" ] && return 1
   [ "$here/vm.sh" -nt "$images/initrd.img" ] && return 1
+  [ "$here/ksmbd-start" -nt "$images/initrd.img" ] && return 1
   return 0
 }
 

@@ -93,6 +93,14 @@ check "an unknown option is refused" refuses "unknown option '--frobnicate'" sta
 check "a bad guest name is refused" refuses "--name 'a/b'" start --name a/b
 check "exec on a guest that is not running is refused" refuses "is not running" exec --name "$name-none" -- true
 check "a second start of a running guest is refused" refuses "is already running" start --name "$name"
+ksmbd_serves() {  # ksmbd built with SMB Direct listens on iWARP port 5445 with a user account; a bad option is named
+  vm exec --name "$name" --timeout 120 -- ksmbd-start --user smbuser secret >"$out/ksmbd-start.log" 2>&1 &&
+    grep -q "ksmbd listens on port 5445 (SMB Direct over siw0), user smbuser" "$out/ksmbd-start.log" &&
+    vm exec --name "$name" -- sh -c 'dmesg | grep -q "smb_direct: init RDMA listener"' &&
+    ! vm exec --name "$name" -- ksmbd-start --frobnicate >"$out/ksmbd-bad.log" 2>&1 &&
+    grep -q "unknown option '--frobnicate'" "$out/ksmbd-bad.log"
+}
+check "ksmbd-start loads ksmbd with SMB Direct, which listens on port 5445; a bad option is named" ksmbd_serves
 
 taken_port() {  # a forward onto a port the host already uses: a clear failure, and no qemu left running
   python3 -c 'import socket, sys, time
@@ -123,4 +131,11 @@ wedge_recovery() {
   grep -q "^RERUN" "$out/wedge.log" && [ "$(grep -c '^ok ' "$out/wedge.log")" = 2 ]
 }
 check "a wedged guest network is recognised, a fresh guest boots and the case passes" wedge_recovery
+# A case's own request for a fresh guest (siw_perftest.sh: siw's drop at a message boundary, simulated).
+drop_rerun() {
+  SIW_SIMULATE_DROP=1 SIW_PERFTEST_CASES=ib_write_bw:65536:20 "$here/../siw_perftest.sh" "$ndkperf" "$out/drop" \
+    >"$out/drop.log" 2>&1 || return 1
+  grep -q "^RERUN .*siw's client flushed its Sends" "$out/drop.log" && [ "$(grep -c '^ok ' "$out/drop.log")" = 3 ]
+}
+check "a case that asks for a fresh guest gets one and passes there" drop_rerun
 [ "$failed" = 0 ] || { echo "guest harness: some checks failed; logs in $out"; exit 1; }
