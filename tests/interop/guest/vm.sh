@@ -54,7 +54,7 @@ usage: vm.sh COMMAND [options]
   console [--name N]           the guest's console log
 options for start:
   --name N          several guests side by side (default: default)
-  --forward P       host 127.0.0.1:P reaches guest port P (repeatable)
+  --forward P       host 127.0.0.1:P reaches guest port P (repeatable); P:G, host port P reaches guest port G
   --reverse P       a guest connection to $HOST_ADDR:P reaches host 127.0.0.1:P (repeatable)
   --mem MB          guest memory (default 1024)      --smp N   guest CPUs (default 1)
   --accel kvm|tcg|auto  (default: $GUEST_VM_ACCEL or auto)   --timeout S  seconds to wait for siw0 (default 180)
@@ -372,8 +372,10 @@ cmd_start() {
   ((${#command[@]})) && quoted_command >"$ctl/start.sh"
   local net="user,id=net0,restrict=on,net=10.0.2.0/24,host=10.0.2.2" port
   for port in "${forwards[@]+"${forwards[@]}"}"; do
-    port_number "$port" --forward
-    net+=",hostfwd=tcp:127.0.0.1:$port-$guest_addr:$port"
+    local host_port=${port%%:*} guest_port=${port#*:}
+    port_number "$host_port" --forward
+    port_number "$guest_port" --forward
+    net+=",hostfwd=tcp:127.0.0.1:$host_port-$guest_addr:$guest_port"
   done
   local relay=${here//,/,,}/relay.py
   for port in "${reverses[@]+"${reverses[@]}"}"; do
