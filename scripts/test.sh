@@ -44,12 +44,13 @@ cmake --build --preset asan -j "$jobs"
 phase "ASan + UBSan: every test"
 run_ctest --preset asan -LE interop
 
-phase "interop: softndk against Linux soft-iWARP (siw) and Linux NVMe-oF in a Linux guest (tests/interop/guest)"
+phase "interop: softndk against Linux soft-iWARP (siw), Linux NVMe-oF and ksmbd in a Linux guest (tests/interop/guest)"
 tools=build/asan/tools
 for suite in "tests/interop/guest/vm_test.sh $tools/ndkperf" "tests/interop/siw_rping.sh $tools/ndkping" \
              "tests/interop/siw_perftest.sh $tools/ndkperf" "tests/interop/siw_errors.sh $tools/ndkperf" \
              "tests/nvmeof/host_against_linux_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-host.so" \
-             "tests/nvmeof/linux_host_against_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-target.so"; do
+             "tests/nvmeof/linux_host_against_target.sh $tools/softndk-kmhost build/asan/tests/nvmeof-target.so" \
+             "tests/smbdirect/client_against_ksmbd.sh $tools/softndk-kmhost build/asan/tests/smbdirect-client.so"; do
   status=0
   read -r script arguments <<<"$suite"
   # shellcheck disable=SC2086  # the arguments are words
