@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages softndk needs, if any are missing. Safe to run again.
 set -euo pipefail
-packages=(g++ gcc cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-14 python3 tshark iproute2 iputils-ping)
+packages=(g++ gcc cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libssl-dev clang-format clang-14 python3 tshark iproute2 iputils-ping)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

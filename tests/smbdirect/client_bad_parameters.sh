@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Each bad parameter of the SMB Direct client sample fails DriverEntry with its status and a line that names the
-# parameter, its value and what is allowed; nothing is left behind (no unload, no leak report). A user account is
-# refused with STATUS_NOT_SUPPORTED until NTLMv2 and signing are written. With no server listening, the connection
-# is refused: the client says so and unloads clean.
+# parameter, its value and what is allowed; nothing is left behind (no unload, no leak report). With no server
+# listening, the connection is refused: the client says so and unloads clean.
 # Usage: client_bad_parameters.sh KMHOST SMBDIRECT_CLIENT_SO
 kmhost="$1" driver="$2"
 failed=0
@@ -26,7 +25,8 @@ check Port=0 STATUS_INVALID_PARAMETER "parameter Port 0: from 1 to 65535"
 check Invalidate=never STATUS_INVALID_PARAMETER 'parameter Invalidate "never": both, remote or local'
 check Address=1.2.3 STATUS_INVALID_PARAMETER 'parameter Address "1.2.3": an IPv4 address'
 check Share= STATUS_INVALID_PARAMETER "parameter Share: a share name"
-check User=alice STATUS_NOT_SUPPORTED 'parameter User "alice": STATUS_NOT_SUPPORTED (0xC00000BB): only guest sessions'
+check Password=secret STATUS_INVALID_PARAMETER "parameter Password without User: give both, or neither"
+check "User=al ice" STATUS_INVALID_PARAMETER "parameter User: printable ASCII without spaces"
 # Nothing listens on port 1 of loopback: the connection is refused, said in words, and the driver unloads clean.
 out=$("$kmhost" --verifier abort --stop-when-idle --seconds 60 --completion pend --parameter Port=1 "$driver" 2>&1)
 if grep -q "RDMA connection to the server: 0xC0000236 (connection refused)" <<<"$out" &&

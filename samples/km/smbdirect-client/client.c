@@ -108,7 +108,7 @@ static NTSTATUS ScRun(void) {
     ScStep("SMB2 NEGOTIATE", status);
     if (!NT_SUCCESS(status)) return status;
     status = ScSmb2SessionSetup();
-    ScStep("SMB2 SESSION_SETUP (guest)", status);
+    ScStep(g_Sc.User[0] ? "SMB2 SESSION_SETUP (NTLMv2, signed)" : "SMB2 SESSION_SETUP (guest)", status);
     if (!NT_SUCCESS(status)) return status;
     status = ScSmb2TreeConnect();
     ScStep("SMB2 TREE_CONNECT", status);
@@ -123,6 +123,11 @@ static NTSTATUS ScRun(void) {
         "first MRs invalidated by the server %u, MRs invalidated by us %u\n",
         g_Sc.Files, (unsigned long long)g_Sc.BytesWritten, (unsigned long long)g_Sc.BytesRead, io,
         g_Sc.RemoteInvalidations, g_Sc.LocalInvalidations);
+    if (g_Sc.Signing)
+        ScLog(
+            "smbdirect-client: signing: %u requests signed, %u responses' signatures verified (%u of them READ "
+            "responses signed over a length prefix, as Linux 6.1's ksmbd does)\n",
+            g_Sc.RequestsSigned, g_Sc.SignaturesVerified, g_Sc.ReadSignaturesWithPrefix);
     status = ScSmb2TreeDisconnect();
     ScStep("SMB2 TREE_DISCONNECT", status);
     if (!NT_SUCCESS(status)) return status;

@@ -11,9 +11,10 @@ Abstract:
     uses; and the teardown of all of it, in reverse, once the client worker has left.
 
     Parameters (REG_SZ unless said): Address (the server, IPv4, default 127.0.0.1), LocalAddress (default Address),
-    Port (REG_DWORD, default 5445, SMB Direct's iWARP port), Share (default "share"), User (default: none, a guest
-    session), Files (REG_DWORD, 1 to 8, default 2), LargestIo (REG_DWORD, 4096 to 8 MiB, default 8 MiB) and
-    Invalidate (both, local or remote: who invalidates each I/O's first MR).
+    Port (REG_DWORD, default 5445, SMB Direct's iWARP port), Share (default "share"), User and Password (default:
+    none, a guest session; with a user, NTLMv2 and every message signed), Files (REG_DWORD, 1 to 8, default 2),
+    LargestIo (REG_DWORD, 4096 to 8 MiB, default 8 MiB) and Invalidate (both, local or remote: who invalidates each
+    I/O's first MR).
 
 Environment:
 
@@ -217,7 +218,7 @@ static NTSTATUS ScReadParameters(PUNICODE_STRING RegistryPath) {
     UNICODE_STRING path;
     OBJECT_ATTRIBUTES attributes;
     HANDLE key = NULL;
-    WCHAR address[32] = {0}, local[32] = {0}, user[64] = {0}, invalidate[16] = {0};
+    WCHAR address[32] = {0}, local[32] = {0}, user[64] = {0}, password[64] = {0}, invalidate[16] = {0};
     ULONG port = SMBD_IWARP_PORT, i;
     NTSTATUS status;
     PAGED_CODE();
@@ -246,6 +247,8 @@ static NTSTATUS ScReadParameters(PUNICODE_STRING RegistryPath) {
             status = ScQueryParameter(key, L"Share", REG_SZ, g_Sc.Share, sizeof(g_Sc.Share) - sizeof(WCHAR));
         if (NT_SUCCESS(status)) status = ScQueryParameter(key, L"User", REG_SZ, user, sizeof(user) - sizeof(WCHAR));
         if (NT_SUCCESS(status))
+            status = ScQueryParameter(key, L"Password", REG_SZ, password, sizeof(password) - sizeof(WCHAR));
+        if (NT_SUCCESS(status))
             status = ScQueryParameter(key, L"Invalidate", REG_SZ, invalidate, sizeof(invalidate) - sizeof(WCHAR));
         if (NT_SUCCESS(status)) status = ScQueryParameter(key, L"Port", REG_DWORD, &port, sizeof(port));
         if (NT_SUCCESS(status)) status = ScQueryParameter(key, L"Files", REG_DWORD, &g_Sc.Files, sizeof(g_Sc.Files));
@@ -266,13 +269,16 @@ static NTSTATUS ScReadParameters(PUNICODE_STRING RegistryPath) {
         }
         g_Sc.User[i] = (CHAR)user[i];
     }
-    if (g_Sc.User[0] != 0) {
-        /* NTLMv2 and SMB3 signing are not written yet: a user account would get a session we cannot sign for */
-        ScLog(
-            "smbdirect-client: parameter User \"%s\": STATUS_NOT_SUPPORTED (0xC00000BB): only guest sessions so "
-            "far (NTLMv2 and signing are not written yet); leave User out\n",
-            g_Sc.User);
-        return STATUS_NOT_SUPPORTED;
+    for (i = 0; password[i] != 0; ++i) {
+        if (password[i] < 0x20 || password[i] > 0x7E) {
+            ScLog("smbdirect-client: parameter Password: printable ASCII\n");
+            return STATUS_INVALID_PARAMETER;
+        }
+        g_Sc.Password[i] = (CHAR)password[i];
+    }
+    if (g_Sc.User[0] == 0 && g_Sc.Password[0] != 0) {
+        ScLog("smbdirect-client: parameter Password without User: give both, or neither for a guest session\n");
+        return STATUS_INVALID_PARAMETER;
     }
     if (g_Sc.Share[0] == 0) {
         ScLog("smbdirect-client: parameter Share: a share name\n");
@@ -429,8 +435,9 @@ NTSTATUS DriverEntry(PDRIVER_OBJECT DriverObject, PUNICODE_STRING RegistryPath) 
     ExAcquireRundownProtection(&g_Sc.Rundown);
     IoQueueWorkItem(g_Sc.ClientItem, ScClientWorker, DelayedWorkQueue, NULL);
     ScLog(
-        "smbdirect-client: loaded: server port %u, share %ls, %u files, I/O up to %u bytes, interface %u, "
+        "smbdirect-client: loaded: server port %u, share %ls, %s%s, %u files, I/O up to %u bytes, interface %u, "
         "%u pages per fast-register MR\n",
-        g_Sc.Port, g_Sc.Share, g_Sc.Files, g_Sc.LargestIo, g_Sc.IfIndex, g_Sc.FrPages);
+        g_Sc.Port, g_Sc.Share, g_Sc.User[0] ? "user " : "a guest session", g_Sc.User, g_Sc.Files, g_Sc.LargestIo,
+        g_Sc.IfIndex, g_Sc.FrPages);
     return STATUS_SUCCESS;
 }

@@ -1,8 +1,8 @@
 /* smbdirect-client: an SMB Direct client written as a Windows kernel driver is. It opens NDK through
  * WskOpenNdkAdapter, speaks MS-SMBD (transport.c: negotiate, credits, fragmentation and reassembly, keepalive) and
  * SMB2 over it (smb2.c: negotiate, session setup, tree connect, create, READ and WRITE with RDMA channels over
- * fast-registered buffers, close, logoff), and checks what it writes by reading it back (client.c). driver.c has
- * the parameters, DriverEntry and DriverUnload. */
+ * fast-registered buffers, close, logoff; ntlm.c: NTLMv2 and SMB3 signing for a user session), and checks what it
+ * writes by reading it back (client.c). driver.c has the parameters, DriverEntry and DriverUnload. */
 #pragma once
 
 #include <ntddk.h>
@@ -68,7 +68,8 @@ typedef struct _SC_DRIVER {
     IN_ADDR Address, LocalAddress;
     USHORT Port;
     WCHAR Share[64];
-    CHAR User[64];
+    CHAR User[64]; /* empty: a guest session */
+    CHAR Password[64];
     ULONG Files;     /* files written and read back */
     ULONG LargestIo; /* the largest READ or WRITE of the size sweep */
     BOOLEAN LocalInvalidateOnly, RemoteInvalidateOnly;
@@ -109,6 +110,12 @@ typedef struct _SC_DRIVER {
     ULONG LastInvalidatedToken;
     ULONG RemoteInvalidations, LocalInvalidations, RdmaReads, RdmaWrites;
     ULONG64 BytesWritten, BytesRead;
+    /* a user session: NTLMv2's session key, the SMB 3.0.x signing key, and whether every message is signed */
+    UCHAR SessionKey[16];
+    UCHAR SigningKey[16];
+    BOOLEAN SigningKeyReady;
+    BOOLEAN Signing;
+    ULONG RequestsSigned, SignaturesVerified, ReadSignaturesWithPrefix;
     /* lifetime */
     PIO_WORKITEM ClientItem;
     KEVENT Stop;
@@ -157,6 +164,13 @@ NTSTATUS ScSmb2Read(const SMB2_FILE_ID* File, ULONG64 Offset, ULONG Length, BOOL
 NTSTATUS ScSmb2Close(const SMB2_FILE_ID* File);
 NTSTATUS ScSmb2TreeDisconnect(void);
 NTSTATUS ScSmb2Logoff(void);
+
+/* ntlm.c: NTLMv2 and SMB3 signing over OpenSSL's libcrypto */
+NTSTATUS ScNtlmAuthenticate(const UCHAR* Challenge, ULONG ChallengeLength, ULONG Flags, UCHAR* Out, PULONG OutLength);
+NTSTATUS ScDeriveSigningKey(void);
+NTSTATUS ScSign(UCHAR* Message, ULONG Length);
+BOOLEAN ScSignatureMatches(UCHAR* Message, ULONG Length);
+BOOLEAN ScSignatureMatchesWithLengthPrefix(UCHAR* Message, ULONG Length);
 
 /* client.c */
 VOID ScClientWorker(PDEVICE_OBJECT Device, PVOID Context);
