@@ -14,7 +14,8 @@ Abstract:
     Port (REG_DWORD, default 5445, SMB Direct's iWARP port), Share (default "share"), User and Password (default:
     none, a guest session; with a user, NTLMv2 and every message signed), Files (REG_DWORD, 1 to 8, default 2),
     LargestIo (REG_DWORD, 4096 to 8 MiB, default 8 MiB) and Invalidate (both, local or remote: who invalidates each
-    I/O's first MR).
+    I/O's first MR). Benchmark (REG_DWORD, 1: timed loops of 1 MiB WRITE, 1 MiB READ and 4 KiB READ, one at a time,
+    instead of the checked files) and BenchSeconds (REG_DWORD, 1 to 600, default 3, per loop).
 
 Environment:
 
@@ -225,6 +226,7 @@ static NTSTATUS ScReadParameters(PUNICODE_STRING RegistryPath) {
     g_Sc.Address.S_un.S_addr = RtlUlongByteSwap(0x7F000001);
     g_Sc.Files = 2;
     g_Sc.LargestIo = SC_MAX_IO;
+    g_Sc.BenchSeconds = 3;
     RtlStringCbCopyW(g_Sc.Share, sizeof(g_Sc.Share), L"share");
     path.Length = 0;
     path.MaximumLength = (USHORT)(RegistryPath->Length + sizeof(parameters));
@@ -254,6 +256,10 @@ static NTSTATUS ScReadParameters(PUNICODE_STRING RegistryPath) {
         if (NT_SUCCESS(status)) status = ScQueryParameter(key, L"Files", REG_DWORD, &g_Sc.Files, sizeof(g_Sc.Files));
         if (NT_SUCCESS(status))
             status = ScQueryParameter(key, L"LargestIo", REG_DWORD, &g_Sc.LargestIo, sizeof(g_Sc.LargestIo));
+        if (NT_SUCCESS(status))
+            status = ScQueryParameter(key, L"Benchmark", REG_DWORD, &g_Sc.Benchmark, sizeof(g_Sc.Benchmark));
+        if (NT_SUCCESS(status))
+            status = ScQueryParameter(key, L"BenchSeconds", REG_DWORD, &g_Sc.BenchSeconds, sizeof(g_Sc.BenchSeconds));
         ZwClose(key);
         if (!NT_SUCCESS(status)) return status;
     }
@@ -302,6 +308,15 @@ static NTSTATUS ScReadParameters(PUNICODE_STRING RegistryPath) {
     }
     if (g_Sc.LargestIo < PAGE_SIZE || g_Sc.LargestIo > SC_MAX_IO) {
         ScLog("smbdirect-client: parameter LargestIo %u: from %u to %u\n", g_Sc.LargestIo, PAGE_SIZE, SC_MAX_IO);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Sc.Benchmark > 1 || g_Sc.BenchSeconds == 0 || g_Sc.BenchSeconds > 600) {
+        ScLog("smbdirect-client: parameters Benchmark %u (0 or 1), BenchSeconds %u (1 to 600)\n", g_Sc.Benchmark,
+              g_Sc.BenchSeconds);
+        return STATUS_INVALID_PARAMETER;
+    }
+    if (g_Sc.Benchmark && g_Sc.LargestIo < 1024 * 1024) {
+        ScLog("smbdirect-client: parameter LargestIo %u: at least 1048576 with Benchmark=1\n", g_Sc.LargestIo);
         return STATUS_INVALID_PARAMETER;
     }
     g_Sc.Port = (USHORT)port;

@@ -70,8 +70,9 @@ typedef struct _SC_DRIVER {
     WCHAR Share[64];
     CHAR User[64]; /* empty: a guest session */
     CHAR Password[64];
-    ULONG Files;     /* files written and read back */
-    ULONG LargestIo; /* the largest READ or WRITE of the size sweep */
+    ULONG Files;                   /* files written and read back */
+    ULONG LargestIo;               /* the largest READ or WRITE of the size sweep */
+    ULONG Benchmark, BenchSeconds; /* Benchmark=1: timed READ and WRITE loops instead of the checked files */
     BOOLEAN LocalInvalidateOnly, RemoteInvalidateOnly;
     /* the connection */
     NDK_CQ* Cq;
@@ -110,6 +111,7 @@ typedef struct _SC_DRIVER {
     ULONG LastInvalidatedToken;
     ULONG RemoteInvalidations, LocalInvalidations, RdmaReads, RdmaWrites;
     ULONG64 BytesWritten, BytesRead;
+    ULONG64 RegisterTime; /* 100 ns units spent posting fast-registers and invalidating, for the benchmark */
     /* a user session: NTLMv2's session key, the SMB 3.0.x signing key, and whether every message is signed */
     UCHAR SessionKey[16];
     UCHAR SigningKey[16];

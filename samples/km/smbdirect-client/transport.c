@@ -443,6 +443,7 @@ NTSTATUS ScNegotiateTransport(void) {
 NTSTATUS ScRegister(ULONG Length, BOOLEAN ServerWrites, SMBD_BUFFER_DESCRIPTOR* Descriptors, PULONG Count) {
     ULONG chunk = (g_Sc.FrPages - 1) * PAGE_SIZE, offset = 0, i = 0;
     ULONG access = ServerWrites ? NDK_OP_FLAG_ALLOW_REMOTE_WRITE : NDK_OP_FLAG_ALLOW_REMOTE_READ;
+    ULONG64 start = KeQueryInterruptTime();
     NTSTATUS status;
     if (Length == 0 || Length > g_Sc.Data.Length) return STATUS_INVALID_PARAMETER;
     while (offset < Length) {
@@ -464,12 +465,14 @@ NTSTATUS ScRegister(ULONG Length, BOOLEAN ServerWrites, SMBD_BUFFER_DESCRIPTOR* 
         ++i;
     }
     *Count = i;
+    g_Sc.RegisterTime += KeQueryInterruptTime() - start;
     return STATUS_SUCCESS;
 }
 
 /* Every MR still registered (all of them, or those after the first when the server invalidated that one) is
  * invalidated here, and the I/O's buffer is ours again. */
 NTSTATUS ScInvalidateRemaining(void) {
+    ULONG64 start = KeQueryInterruptTime();
     ULONG i;
     NTSTATUS status;
     BOOLEAN any;
@@ -482,7 +485,10 @@ NTSTATUS ScInvalidateRemaining(void) {
     }
     for (;;) {
         for (any = FALSE, i = 0; i < g_Sc.MrCount; ++i) any |= g_Sc.Mrs[i].Registered;
-        if (!any) return STATUS_SUCCESS;
+        if (!any) {
+            g_Sc.RegisterTime += KeQueryInterruptTime() - start;
+            return STATUS_SUCCESS;
+        }
         status = ScStep1(SC_WAIT_MS);
         if (!NT_SUCCESS(status)) return status;
     }
