@@ -2,7 +2,7 @@
 # The SMB Direct client sample (samples/km/smbdirect-client, under softndk-kmhost) against Linux's SMB server,
 # ksmbd with SMB Direct, over soft-iWARP in the interop guest (ksmbd-start: a share on tmpfs, port 5445). Each case
 # writes two 8 MiB files through a sweep of I/O sizes (1 byte to 8 MiB) and whole, reads every byte back and checks
-# it; then the guest's own sha256 of each file is checked against the pattern. Cases: completion modes inline, pend
+# it (1 byte to 64 KiB also with the data in the messages, so MS-SMBD fragments and reassembles them both ways); then the guest's own sha256 of each file is checked against the pattern. Cases: completion modes inline, pend
 # and random; MPA CRC off and on (with CRC on, tshark must find good CRCs and no bad one); who invalidates each I/O's
 # first MR (both ways in turn, the server always, we always); a guest session and a user's (NTLMv2, every message
 # signed with AES-CMAC and every response's signature checked). Two refusals: a share that does not exist and a
@@ -72,7 +72,15 @@ run_client() {  # run_client MODE CRC INVALIDATE guest|user
   info=$(summary "$pcap")
   counts=$(grep -o "first MRs invalidated by the server [0-9]*, MRs invalidated by us [0-9]*" "$log")
   local io server
-  io=$(grep -o "([0-9]* I/Os)" "$log" | tr -dc 0-9)
+  io=$(grep -o "([0-9]* I/Os by RDMA" "$log" | tr -dc 0-9)
+  # MS-SMBD's fragmentation both ways and the credits granted inside the server's long messages (the 64 KiB READ
+  # and WRITE with their data in the messages)
+  local smbd sent_messages sent_fragments got_messages got_fragments grants
+  smbd=$(grep -o "SMB Direct: [0-9]* messages sent in [0-9]* fragments, [0-9]* received in [0-9]* fragments.*, [0-9]* credit grants" "$log")
+  read -r sent_messages sent_fragments got_messages got_fragments grants < <(sed -E \
+    's/SMB Direct: ([0-9]+) messages sent in ([0-9]+) fragments, ([0-9]+) received in ([0-9]+) fragments.*, ([0-9]+) credit grants/\1 \2 \3 \4 \5/' <<<"$smbd")
+  [ -n "${grants:-}" ] && [ "$sent_fragments" -gt "$sent_messages" ] && [ "$got_fragments" -gt "$got_messages" ] &&
+    [ "$grants" -gt 0 ] || ok=0
   server=$(grep -o "invalidated by the server [0-9]*" "$log" | tr -dc 0-9)
   case "$invalidate" in
     both) [ -n "$server" ] && [ "$server" -gt 0 ] && [ "$server" -lt "$io" ] || ok=0 ;;
@@ -86,7 +94,8 @@ run_client() {  # run_client MODE CRC INVALIDATE guest|user
      ! grep -q "VERIFIER\|refused:" "$log" && [ "$sums" = "$expected" ] &&
      { [ "$crc" = off ] || [[ "$info" == *" good CRC32, 0 bad"* ]]; }; then
     echo "ok   smbdirect client -> ksmbd: $label: 2 files of 8 MiB, I/O from 1 byte to 8 MiB, every byte read back" \
-      "and the guest's sha256 match ($io I/Os; $counts$(grep -o "; [0-9]* requests signed, [0-9]* responses' signatures verified" "$log" | tr -d ';' | sed 's/^/;/')) ($info)"
+      "and the guest's sha256 match ($io I/Os by RDMA; $counts; messages out $sent_messages in $sent_fragments fragments," \
+      "in $got_messages in $got_fragments, $grants credit grants inside long ones$(grep -o "; [0-9]* requests signed, [0-9]* responses' signatures verified" "$log" | tr -d ';' | sed 's/^/;/')) ($info)"
   else
     echo "FAIL smbdirect client -> ksmbd: $label (kmhost exit $status; guest sha256 $(tr '\n' ' ' <<<"$sums")," \
       "expected $(tr '\n' ' ' <<<"$expected"); $counts of $io I/Os)"

@@ -20,7 +20,8 @@ Environment:
 
 #include "smbdirect_client.h"
 
-static UCHAR g_Request[1024];
+/* one request: the fixed part and its tail, up to an inline WRITE of SC_MAX_INLINE bytes */
+static UCHAR g_Request[sizeof(SMB2_HEADER) + sizeof(SMB2_WRITE_REQUEST) + SC_MAX_INLINE];
 
 /* SMB2 and NTLM carry UTF-16LE. softndk's WCHAR is wchar_t, 32 bits on Linux (include/softndk/km/ntdef.h), so a
  * string goes on the wire through this: each character below U+10000 as one 16-bit unit. Returns the bytes. */
@@ -409,6 +410,66 @@ NTSTATUS ScSmb2Read(const SMB2_FILE_ID* File, ULONG64 Offset, ULONG Length, BOOL
         return STATUS_DATA_ERROR;
     }
     ++g_Sc.RdmaWrites; /* the server's */
+    g_Sc.BytesRead += Length;
+    return STATUS_SUCCESS;
+}
+
+/* WRITE and READ with the data in the messages (Channel NONE): a message longer than the server's receive size
+ * goes in fragments, and a response longer than it comes in fragments to reassemble (MS-SMBD §3.1.5.7-8). */
+NTSTATUS ScSmb2WriteInline(const SMB2_FILE_ID* File, ULONG64 Offset, const UCHAR* Data, ULONG Length) {
+    SMB2_WRITE_REQUEST request;
+    SMB2_WRITE_RESPONSE response;
+    PUCHAR body;
+    ULONG length, smbStatus;
+    NTSTATUS status;
+    if (Length == 0 || Length > SC_MAX_INLINE) return STATUS_INVALID_PARAMETER;
+    RtlZeroMemory(&request, sizeof(request));
+    request.StructureSize = 49;
+    request.DataOffset = sizeof(SMB2_HEADER) + sizeof(request);
+    request.Length = Length;
+    request.Offset = Offset;
+    request.FileId = *File;
+    request.Channel = SMB2_CHANNEL_NONE;
+    status =
+        ScTransact(SMB2_WRITE, &request, sizeof(request), Data, Length, ScChargeOf(Length), &body, &length, &smbStatus);
+    status = ScExpect("WRITE (inline)", status, smbStatus, 0);
+    if (!NT_SUCCESS(status)) return status;
+    if (length < sizeof(response)) return ScProtocolError(__LINE__);
+    RtlCopyMemory(&response, body, sizeof(response));
+    if (response.Count != Length) return STATUS_DATA_ERROR;
+    g_Sc.BytesWritten += Length;
+    return STATUS_SUCCESS;
+}
+
+NTSTATUS ScSmb2ReadInline(const SMB2_FILE_ID* File, ULONG64 Offset, UCHAR* Data, ULONG Length) {
+    SMB2_READ_REQUEST request;
+    SMB2_READ_RESPONSE response;
+    UCHAR pad = 0;
+    PUCHAR body;
+    ULONG length, smbStatus;
+    NTSTATUS status;
+    if (Length == 0 || Length > SC_MAX_INLINE) return STATUS_INVALID_PARAMETER;
+    RtlZeroMemory(&request, sizeof(request));
+    request.StructureSize = 49;
+    request.Padding = 0x50;
+    request.Length = Length;
+    request.Offset = Offset;
+    request.FileId = *File;
+    request.MinimumCount = Length;
+    request.Channel = SMB2_CHANNEL_NONE;
+    status = ScTransact(SMB2_READ, &request, sizeof(request), &pad, 1, ScChargeOf(Length), &body, &length, &smbStatus);
+    status = ScExpect("READ (inline)", status, smbStatus, 0);
+    if (!NT_SUCCESS(status)) return status;
+    if (length < sizeof(response)) return ScProtocolError(__LINE__);
+    RtlCopyMemory(&response, body, sizeof(response));
+    /* the data sits at DataOffset from the header's start, all of it in this message */
+    if (response.DataLength != Length || response.DataOffset < sizeof(SMB2_HEADER) + sizeof(response) ||
+        response.DataOffset - sizeof(SMB2_HEADER) + (ULONG64)Length > length) {
+        ScLog("smbdirect-client: READ (inline) of %u bytes: %u bytes at offset %u of a %u-byte response\n", Length,
+              response.DataLength, response.DataOffset, length + (ULONG)sizeof(SMB2_HEADER));
+        return STATUS_DATA_ERROR;
+    }
+    RtlCopyMemory(Data, body + response.DataOffset - sizeof(SMB2_HEADER), Length);
     g_Sc.BytesRead += Length;
     return STATUS_SUCCESS;
 }

@@ -28,6 +28,7 @@
 #define SC_MAX_IO (8 * 1024 * 1024) /* the largest READ or WRITE, and the data buffer */
 #define SC_MAX_MRS 16               /* fast-register MRs for one I/O: the adapter's FRMRPageCount bounds each */
 #define SC_WAIT_MS 20000            /* the longest wait for the server */
+#define SC_MAX_INLINE (64 * 1024)   /* the largest READ or WRITE with its data in the messages (fragmented) */
 #define SC_SMB2_CREDITS_WANTED 256  /* SMB2 credits asked for in each request */
 
 typedef struct _SC_WAIT {
@@ -100,6 +101,8 @@ typedef struct _SC_DRIVER {
     ULONG MessageLength;
     BOOLEAN MessageComplete;
     ULONG MessagesIn, MessagesOut, FragmentsIn, FragmentsOut, KeepalivesAnswered, CreditOnlyMessages;
+    ULONG CreditGrantsSent; /* empty messages that gave the server credits in the middle of a long message */
+    ULONG InlineIos;        /* READs and WRITEs with their data in the messages */
     /* SMB2 */
     USHORT Dialect;
     ULONG64 NextMessageId;
@@ -163,6 +166,8 @@ NTSTATUS ScSmb2TreeConnect(void);
 NTSTATUS ScSmb2Create(PCWSTR Name, SMB2_FILE_ID* File);
 NTSTATUS ScSmb2Write(const SMB2_FILE_ID* File, ULONG64 Offset, ULONG Length, BOOLEAN Invalidate);
 NTSTATUS ScSmb2Read(const SMB2_FILE_ID* File, ULONG64 Offset, ULONG Length, BOOLEAN Invalidate);
+NTSTATUS ScSmb2WriteInline(const SMB2_FILE_ID* File, ULONG64 Offset, const UCHAR* Data, ULONG Length);
+NTSTATUS ScSmb2ReadInline(const SMB2_FILE_ID* File, ULONG64 Offset, UCHAR* Data, ULONG Length);
 NTSTATUS ScSmb2Close(const SMB2_FILE_ID* File);
 NTSTATUS ScSmb2TreeDisconnect(void);
 NTSTATUS ScSmb2Logoff(void);

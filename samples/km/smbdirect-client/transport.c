@@ -319,7 +319,10 @@ static NTSTATUS ScServiceCredits(void) {
     if (g_Sc.SendCredits == 0 || ScFreeSendSlot() < 0) return STATUS_SUCCESS; /* again after the next completion */
     status = ScSendFragment(NULL, 0, 0, 0);
     if (NT_SUCCESS(status)) {
-        if (g_Sc.AnswerRequested) ++g_Sc.KeepalivesAnswered;
+        if (g_Sc.AnswerRequested)
+            ++g_Sc.KeepalivesAnswered;
+        else
+            ++g_Sc.CreditGrantsSent;
         g_Sc.AnswerRequested = FALSE;
     }
     return status;
