@@ -171,10 +171,12 @@ bool Connect(Run& run) {
     words.write_rtr = true;
     run.SendPeer(MpaBytes(wire::MakeMpaRequest(false, &words, {})));
     // Wall-clock bounded: a loaded machine (CI with a busy loop on each core) must not turn the wait into minutes.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    // 30 s, under libFuzzer's -timeout of 60: in a long run at nice 19 beside a full ASan build one unit waited
+    // over 10 s here, and it runs in 50-90 ms alone.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (world.incoming.load() == nullptr && std::chrono::steady_clock::now() < give_up) usleep(100);
     run.connector = world.incoming.exchange(nullptr);
-    Require(run.connector != nullptr, "no connect event in 10 s for a valid MPA Request");
+    Require(run.connector != nullptr, "no connect event in 30 s for a valid MPA Request");
     run.connector_for_callbacks = run.connector;
     Waiter accepted;
     const NTSTATUS returned = run.connector->Dispatch->NdkAccept(
