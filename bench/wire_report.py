@@ -14,8 +14,9 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
+
+from wire_plots import plot_bandwidth, plot_qps, size_name
 
 out, png = sys.argv[1], sys.argv[2]
 qps_png = sys.argv[3] if len(sys.argv) > 3 else None
@@ -24,14 +25,6 @@ qps_png = sys.argv[3] if len(sys.argv) > 3 else None
 def load(path):
     with open(path) as f:
         return json.load(f)
-
-
-def size_name(size):
-    if size >= 1 << 20 and size % (1 << 20) == 0:
-        return f"{size >> 20} MiB"
-    if size >= 1024 and size % 1024 == 0:
-        return f"{size >> 10} KiB"
-    return f"{size} B"
 
 
 def rounds_of(pattern):
@@ -188,51 +181,8 @@ if qps:
         ndk, base = median(qps[n]["ndkperf"]), median(qps[n]["iperf3"])
         print(f"| {n} | {ndk:.2f} | {base:.2f} | {ndk / base if base else 0:.3f}× |")  # 0.896 is not 0.90
     if qps_png:
-        qps_data = os.path.join(out, "qps.dat")
-        with open(qps_data, "w") as f:
-            for n in sorted(qps):
-                f.write(f"{n} {median(qps[n]['ndkperf'])} {median(qps[n]['iperf3'])}\n")
-        qps_script = f"""
-set terminal pngcairo size 700,440 noenhanced
-set output '{qps_png}'
-set title '1 MiB writes in all, against QPs (loopback, medians of {rounds} rounds)'
-set offsets 0.1, 0.1, 0, 0
-set xlabel 'QPs (ndkperf -q N) / streams (iperf3 -P N)'
-set ylabel 'Gb/s in all'
-set xtics ({", ".join(str(n) for n in sorted(qps))})
-set key top left
-set grid
-set yrange [0:*]
-plot '{qps_data}' using 1:2 with linespoints title 'ndkperf write -q N', \\
-     '{qps_data}' using 1:3 with linespoints dashtype 2 title 'iperf3 -P N'
-"""
-        result = subprocess.run(["gnuplot"], input=qps_script, text=True, capture_output=True)
-        if result.returncode != 0:
-            print("gnuplot failed:", result.stderr, file=sys.stderr)
-            sys.exit(1)
+        plot_qps([(n, median(qps[n]["ndkperf"]), median(qps[n]["iperf3"])) for n in sorted(qps)], qps_png, rounds,
+                 median(write_1m), median(iperf[1048576]), out)
 
-data = os.path.join(out, "bandwidth.dat")
-with open(data, "w") as f:
-    for size in sizes:
-        f.write(f"{size} {cell('write', size)} {cell('read', size)} {cell('send', size)} "
-                f"{median(iperf.get(size, []))} {median(rma.get(size, []))}\n")
-script = f"""
-set terminal pngcairo size 900,540 noenhanced
-set output '{png}'
-set title 'softndk iWARP/TCP between two processes (loopback): medians of {rounds} interleaved rounds'
-set logscale x 2
-set xtics ({", ".join(f'"{size_name(size)}" {size}' for size in sizes)})
-set xlabel 'message size (bytes)'
-set ylabel 'Gb/s'
-set key top left
-set grid
-plot '{data}' using 1:2 with linespoints title 'ndkperf write', \\
-     '{data}' using 1:3 with linespoints title 'ndkperf read', \\
-     '{data}' using 1:4 with linespoints title 'ndkperf send', \\
-     '{data}' using 1:5 with linespoints dashtype 2 title 'iperf3 (one stream, -l size)', \\
-     '{data}' using 1:6 with linespoints dashtype 3 title 'libfabric tcp RMA write (window 16)'
-"""
-result = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
-if result.returncode != 0:
-    print("gnuplot failed:", result.stderr, file=sys.stderr)
-    sys.exit(1)
+plot_bandwidth([(size, cell('write', size), cell('read', size), cell('send', size), median(iperf.get(size, [])),
+                 median(rma.get(size, []))) for size in sizes], png, rounds, out)
